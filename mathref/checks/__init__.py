@@ -1,0 +1,6 @@
+"""Exercise checkers: ``check_<label>(answer)`` prints ``✅ label: passed`` or fails its cell with
+one readable line saying what is wrong. One module per chapter; ``CHECKS`` maps every
+exercise label to its checker.
+"""
+from mathref.checks.core import CHECKS, CheckFailure, ExerciseCheckFailed, exercise
+from mathref.checks.ch01 import *  # noqa: F401,F403

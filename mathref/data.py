@@ -1,0 +1,91 @@
+"""Data for the course: Tiny Shakespeare, found locally or downloaded once and verified.
+
+Resolution order for ``tiny_shakespeare()``:
+  1. ``$MATHREF_DATA/tinyshakespeare.txt`` (what tests and CI use),
+  2. the user cache ``$XDG_CACHE_HOME/mathref`` (default ``~/.cache/mathref``),
+  3. a download from the canonical public URL into the cache.
+Whichever file is found, its sha256 must match: a mismatch is an error, never a silent use.
+"""
+import hashlib
+import os
+import tempfile
+import urllib.request
+from pathlib import Path
+
+__all__ = ["TINY_SHAKESPEARE_URL", "TINY_SHAKESPEARE_SHA256", "DataChecksumError",
+           "tiny_shakespeare_path", "tiny_shakespeare", "sha256_of"]
+
+TINY_SHAKESPEARE_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/"
+                        "data/tinyshakespeare/input.txt")
+TINY_SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+TINY_SHAKESPEARE_FILE = "tinyshakespeare.txt"
+
+
+class DataChecksumError(RuntimeError):
+    """A data file's sha256 is not the one the course expects."""
+
+
+def sha256_of(path):
+    """Hex sha256 digest of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _verify(path, expected):
+    actual = sha256_of(path)
+    if actual != expected:
+        raise DataChecksumError(
+            f"{path} has sha256 {actual}, but the course expects {expected}. "
+            f"The file is corrupt or a different text: delete it (or fix $MATHREF_DATA) and "
+            f"let mathref download it again.")
+    return Path(path)
+
+
+def _cache_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mathref"
+
+
+def _download(url, target, expected):
+    """Download to a temporary file next to ``target``, verify, then move it into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+            out.write(response.read())
+        _verify(tmp, expected)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return target
+
+
+def tiny_shakespeare_path(download=True):
+    """Path of a verified copy of Tiny Shakespeare (1,115,394 bytes), downloading it if needed."""
+    env = os.environ.get("MATHREF_DATA")
+    candidates = [Path(env) / TINY_SHAKESPEARE_FILE] if env else []
+    cached = _cache_dir() / TINY_SHAKESPEARE_FILE
+    candidates.append(cached)
+    for path in candidates:
+        if path.is_file():
+            return _verify(path, TINY_SHAKESPEARE_SHA256)
+    if not download:
+        raise FileNotFoundError(
+            f"Tiny Shakespeare not found (looked in {', '.join(map(str, candidates))}) and "
+            f"download=False")
+    try:
+        return _download(TINY_SHAKESPEARE_URL, cached, TINY_SHAKESPEARE_SHA256)
+    except OSError as err:
+        raise FileNotFoundError(
+            f"Tiny Shakespeare not found (looked in {', '.join(map(str, candidates))}) and the "
+            f"download from {TINY_SHAKESPEARE_URL} failed ({err}). Put the file in one of those "
+            f"places or set MATHREF_DATA to the folder that holds {TINY_SHAKESPEARE_FILE}.") from err
+
+
+def tiny_shakespeare(download=True):
+    """The Tiny Shakespeare text as one string (40,000 lines of plays, 65 distinct characters)."""
+    return tiny_shakespeare_path(download=download).read_text(encoding="utf-8")

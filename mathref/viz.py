@@ -1,0 +1,90 @@
+"""Plotting helpers shared by the chapters (matplotlib only).
+
+Each helper draws on axes it is given (or makes its own) and returns them, so a notebook can
+combine panels; the interactive explorers in ``mathref.widgets`` call the same helpers, which
+is what makes every widget's static twin show exactly what the widget shows.
+"""
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+__all__ = ["use_course_style", "new_axes", "plot_descent_1d", "plot_learning_rate",
+           "learning_rate_grid"]
+
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
+
+
+def use_course_style():
+    """One look for every figure of the course (called by each chapter's setup cell)."""
+    plt.rcParams.update({
+        "figure.figsize": (6.4, 4.0),
+        "figure.dpi": 90,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.prop_cycle": plt.cycler(color=COLORS),
+        "font.size": 10,
+        "legend.frameon": False,
+        "savefig.bbox": "tight",
+    })
+
+
+def new_axes(ncols=1, nrows=1, width=4.4, height=3.3):
+    """A figure with a grid of axes of the given size per panel; returns (fig, axes)."""
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows),
+                             squeeze=False, constrained_layout=True)
+    return fig, axes[0, 0] if nrows == ncols == 1 else axes.ravel()
+
+
+def _to_numpy(x):
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def plot_descent_1d(f, trajectory, ax=None, xlim=None, color=COLORS[1], label=None):
+    """Draw the curve y = f(x) and the iterates (x_k, f(x_k)) joined in order.
+
+    ``f`` maps a NumPy array to a NumPy array; ``trajectory`` is a 1-D sequence of iterates.
+    """
+    if ax is None:
+        _, ax = new_axes()
+    xs = _to_numpy(trajectory).astype(float)
+    finite = xs[np.isfinite(xs)]
+    reach = max(np.abs(finite).max() if finite.size else 1.0, 1.0) * 1.15
+    lo, hi = xlim if xlim is not None else (-reach, reach)
+    grid = np.linspace(lo, hi, 400)
+    ax.plot(grid, f(grid), color="0.35", lw=1.5)
+    shown = xs[(xs >= lo) & (xs <= hi)]
+    ax.plot(shown, f(shown), "o-", color=color, ms=4, lw=1, alpha=0.85, label=label)
+    ax.plot(xs[:1], f(xs[:1]), "s", color="black", ms=6)
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("x")
+    ax.set_ylabel("f(x)")
+    return ax
+
+
+def plot_learning_rate(f, grad, x0, lr, steps, axes=None):
+    """Two panels for gradient descent with one learning rate: the iterates on the curve, and
+    |x_k| against k on a log scale (a straight line means geometric convergence or divergence).
+    """
+    from mathref.calculus import gradient_descent
+
+    if axes is None:
+        _, axes = new_axes(ncols=2)
+    trajectory = gradient_descent(grad, x0, lr, steps)
+    xs = trajectory.numpy()
+    plot_descent_1d(f, xs, ax=axes[0], xlim=(-1.3 * abs(x0), 1.3 * abs(x0)))
+    axes[0].set_title(f"η = {lr:g}: iterates on f")
+    axes[1].semilogy(np.arange(steps + 1), np.abs(xs) + 1e-300, "o-", ms=3)
+    axes[1].set_xlabel("step k")
+    axes[1].set_ylabel("|x_k|")
+    axes[1].set_title(f"η = {lr:g}: |x_k| per step")
+    return axes
+
+
+def learning_rate_grid(f, grad, x0, lrs, steps):
+    """The static twin of ``widgets.learning_rate_explorer``: one row of two panels per lr."""
+    fig, axes = new_axes(ncols=2, nrows=len(lrs), width=4.2, height=2.6)
+    for row, lr in enumerate(lrs):
+        plot_learning_rate(f, grad, x0, lr, steps, axes=axes[2 * row: 2 * row + 2])
+    return fig

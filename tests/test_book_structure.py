@@ -1,0 +1,113 @@
+"""The book's structure: toc, setup cell, exercises, solutions, stored outputs."""
+import re
+
+import pytest
+import yaml
+
+import mathref
+from tests.notebooks import (IGNORE_TAGS, NOTEBOOKS, ROOT, code_cells, exercise_labels, read,
+                             setup_source)
+
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+IDS = [p.name for p in NOTEBOOKS]
+
+
+def toc_files():
+    files = [TOC["root"]]
+    for part in TOC.get("parts", []):
+        for chapter in part["chapters"]:
+            files.append(chapter["file"])
+            files += [s["file"] for s in chapter.get("sections", [])]
+    return files
+
+
+def resolve(entry):
+    for suffix in ("", ".md", ".ipynb"):
+        path = ROOT / f"{entry}{suffix}"
+        if path.is_file():
+            return path
+    return None
+
+
+def test_config_is_explicit():
+    assert CONFIG["only_build_toc_files"] is True
+    assert CONFIG["execute"]["execute_notebooks"] == "off"
+    repo = CONFIG["repository"]
+    assert repo["url"].startswith("https://github.com/") and repo["branch"] == "main"
+    assert "path_to_book" in repo
+    assert CONFIG["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    extensions = CONFIG["sphinx"]["extra_extensions"]
+    assert "sphinx_exercise" in extensions and "sphinx_proof" in extensions
+
+
+def test_every_toc_entry_exists_and_every_notebook_is_listed():
+    entries = toc_files()
+    missing = [e for e in entries if resolve(e) is None]
+    assert not missing, f"toc entries without a file: {missing}"
+    listed = {resolve(e).resolve() for e in entries}
+    unlisted = [p.name for p in NOTEBOOKS if p.resolve() not in listed]
+    assert not unlisted, f"notebooks missing from _toc.yml: {unlisted}"
+    assert "Part I: The calculus of learning" in [p["caption"] for p in TOC["parts"]]
+
+
+def test_setup_cell_is_the_same_everywhere_and_names_the_canonical_repository():
+    reference = setup_source(read(NOTEBOOKS[0]))
+    for path in NOTEBOOKS:
+        assert setup_source(read(path)) == reference, f"{path.name}: setup cell differs"
+    repo = re.search(r'COURSE_REPO = "([^"]+)"', reference).group(1)
+    ref = re.search(r'COURSE_REF = "([^"]+)"', reference).group(1)
+    assert repo == CONFIG["repository"]["url"], "setup cell and _config.yml name different repos"
+    assert ref == f"v{mathref.__version__}", "setup cell installs a different mathref version"
+    assert '"google.colab" in sys.modules' in reference
+
+
+def test_exercise_labels_are_unique_and_well_formed():
+    labels = [label for p in NOTEBOOKS for label in exercise_labels(read(p))]
+    assert len(labels) == len(set(labels)), "duplicate exercise labels"
+    for path in NOTEBOOKS:
+        chapter = path.name[:2]
+        for label in exercise_labels(read(path)):
+            assert re.fullmatch(rf"ch{chapter}-[a-z0-9-]+", label), f"{path.name}: bad label {label}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_solution_cells_have_markers(path):
+    for cell in code_cells(read(path)):
+        tagged = "solution" in cell.metadata.get("tags", [])
+        marked = "### BEGIN SOLUTION" in cell.source
+        assert tagged == marked, f"{path.name}: solution tag and markers disagree:\n{cell.source}"
+        if tagged:
+            assert cell.source.count("### BEGIN SOLUTION") == cell.source.count("### END SOLUTION")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_cell_ran_in_order_without_errors(path):
+    cells = code_cells(read(path))
+    counts = [c.execution_count for c in cells]
+    assert counts == list(range(1, len(cells) + 1)), f"{path.name}: run it with `make outputs`"
+    for cell in cells:
+        for out in cell.outputs:
+            assert out.output_type != "error", f"{path.name}: stored error in\n{cell.source}"
+            if out.output_type == "stream" and out.name == "stdout":
+                assert not re.search(r"0x[0-9a-f]{8,}", out.text), "memory address in stdout"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_at_most_ten_percent_of_cells_skip_comparison(path):
+    cells = code_cells(read(path))
+    ignored = [c for c in cells if set(IGNORE_TAGS) & set(c.metadata.get("tags", []))
+               or "# NBVAL_IGNORE_OUTPUT" in c.source or "# NBVAL_SKIP" in c.source]
+    assert len(ignored) <= 0.10 * len(cells), f"{path.name}: {len(ignored)}/{len(cells)} ignored"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_cell_uses_the_network_or_a_gpu_only_path(path):
+    for cell in code_cells(read(path))[1:]:
+        assert "urlopen" not in cell.source and "pip install" not in cell.source, path.name
+
+
+def test_bibliography_and_pages_exist():
+    assert (ROOT / "book" / "references.bib").is_file()
+    for page in ("intro", "how_to_use", "notation", "instructors", "bibliography"):
+        assert resolve(f"book/{page}") is not None, page

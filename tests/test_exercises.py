@@ -1,0 +1,68 @@
+"""Every exercise of the book, checked in both directions.
+
+For each exercise label found in the notebooks: a checker exists; the notebook's own reference
+solution passes it; every typical wrong answer in tests/exercises/chNN.py fails it (at least
+two per exercise); and a student's exception or unfinished stub is reported as one readable
+line, not a crash.
+"""
+import importlib
+import pkgutil
+
+import pytest
+
+from mathref import checks
+from mathref.checks import CHECKS, ExerciseCheckFailed
+from tests import exercises
+from tests.notebooks import all_exercises, checker_name, read, reference_answer
+
+EXERCISES = all_exercises()
+WRONG = {}
+for module in pkgutil.iter_modules(exercises.__path__):
+    WRONG.update(importlib.import_module(f"tests.exercises.{module.name}").WRONG_ANSWERS)
+
+LABELS = [label for _, label in EXERCISES]
+WRONG_CASES = [(label, i) for label in LABELS for i in range(len(WRONG.get(label, [])))]
+
+
+def test_every_exercise_has_a_checker_and_wrong_answers():
+    assert LABELS, "no exercises found in the notebooks"
+    for label in LABELS:
+        assert label in CHECKS, f"no checker registered for {label}"
+        assert hasattr(checks, checker_name(label)), f"mathref.checks.{checker_name(label)} missing"
+        assert len(WRONG.get(label, [])) >= 2, f"{label} needs at least two wrong answers"
+    assert not set(WRONG) - set(LABELS), f"wrong answers for unknown exercises {set(WRONG) - set(LABELS)}"
+
+
+@pytest.mark.parametrize("path, label", EXERCISES, ids=LABELS)
+def test_reference_solution_passes(path, label, capsys):
+    answer = reference_answer(read(path), label)
+    CHECKS[label](answer)
+    assert f"✅ {label}: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("label, index", WRONG_CASES, ids=[f"{l}-wrong{i}" for l, i in WRONG_CASES])
+def test_wrong_answer_fails(label, index, capsys):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS[label](WRONG[label][index])
+    assert failure.value.label == label and failure.value.message
+    assert "✅" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_student_exceptions_are_readable(label):
+    def unfinished(*args, **kwargs):
+        raise NotImplementedError()
+
+    def crashing(*args, **kwargs):
+        raise ZeroDivisionError("division by zero")
+
+    with pytest.raises(ExerciseCheckFailed, match="not attempted yet") as err:
+        CHECKS[label](unfinished)
+    assert err.value._render_traceback_() == [f"❌ {label}: {err.value.message}"]
+    with pytest.raises(ExerciseCheckFailed, match="your code raised ZeroDivisionError"):
+        CHECKS[label](crashing)
+
+
+def test_not_a_function_is_reported():
+    with pytest.raises(ExerciseCheckFailed, match="pass the function itself"):
+        CHECKS[LABELS[0]](42)
