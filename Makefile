@@ -24,15 +24,18 @@ NBVAL := $(PY) -m pytest -p tests.nbval_conftest --nbval --nbval-current-env \
 
 .PHONY: venv book test unit nbval times outputs student bench clean
 
-venv: $(VENV)/.installed
-
-$(VENV)/.installed: requirements.txt pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	$(PY) -c "import matplotlib.pyplot"   # warm the font cache once, outside timed runs
-	touch $@
+# The environment is (re)installed when requirements.txt or pyproject.toml change (by content).
+ENV_HASH := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
+venv:
+	@if [ "$$(cat $(VENV)/.installed 2>/dev/null)" != "$(ENV_HASH)" ]; then \
+	  set -e; \
+	  test -x $(PY) || $(PYTHON) -m venv $(VENV); \
+	  $(PY) -m pip install --quiet --upgrade pip; \
+	  $(PY) -m pip install --quiet -r requirements.txt; \
+	  $(PY) -m pip install --quiet --no-deps --no-build-isolation -e .; \
+	  $(PY) -c "import matplotlib.pyplot"; \
+	  echo $(ENV_HASH) > $(VENV)/.installed; \
+	fi
 
 book: venv
 	$(JB) build . -W -n --keep-going
