@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 __all__ = ["use_course_style", "new_axes", "plot_descent_1d", "plot_learning_rate",
-           "learning_rate_grid"]
+           "learning_rate_grid", "plot_contour_paths"]
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
 
@@ -88,3 +88,30 @@ def learning_rate_grid(f, grad, x0, lrs, steps):
     for row, lr in enumerate(lrs):
         plot_learning_rate(f, grad, x0, lr, steps, axes=axes[2 * row: 2 * row + 2])
     return fig
+
+
+def plot_contour_paths(loss, paths=None, xlim=(-2, 2), ylim=(-2, 2), ax=None, levels=20,
+                       log_levels=False, resolution=200):
+    """Contours of a 2-D loss with optimization paths drawn on top. See chapters 2 and 6.
+
+    ``loss(X, Y)`` takes two NumPy arrays of the same shape (a grid) and returns the loss on
+    it; ``paths`` maps a label to a sequence of points of shape [K, 2] (NumPy or torch).
+    With ``log_levels`` the contour levels are spaced geometrically (for ravines).
+    """
+    if ax is None:
+        _, ax = new_axes(width=5.0, height=4.0)
+    X, Y = np.meshgrid(np.linspace(*xlim, resolution), np.linspace(*ylim, resolution))
+    Z = np.asarray(loss(X, Y), dtype=float)
+    if log_levels:
+        lo = max(Z.min(), 1e-12)
+        levels = np.geomspace(lo + 1e-3 * (Z.max() - lo), Z.max(), levels)
+    ax.contour(X, Y, Z, levels=levels, cmap="viridis", linewidths=0.8)
+    for i, (label, path) in enumerate((paths or {}).items()):
+        pts = _to_numpy(path).astype(float).reshape(-1, 2)
+        color = COLORS[(i + 1) % len(COLORS)]
+        ax.plot(pts[:, 0], pts[:, 1], "o-", ms=2.5, lw=1.2, color=color, label=label)
+        ax.plot(pts[-1, 0], pts[-1, 1], "*", ms=9, color=color)
+    ax.set(xlim=xlim, ylim=ylim, xlabel="θ₁", ylabel="θ₂")
+    if paths:
+        ax.legend(fontsize=8, loc="best")
+    return ax

@@ -46,3 +46,13 @@ def test_explorer_draws_the_same_panels_as_its_static_twin():
 def test_use_course_style_sets_rcparams():
     viz.use_course_style()
     assert plt.rcParams["axes.grid"] is True
+
+
+def test_plot_contour_paths_draws_each_path_through_its_points():
+    path = np.array([[1.0, 1.0], [0.5, 0.2], [0.1, 0.0]])
+    ax = viz.plot_contour_paths(lambda X, Y: X ** 2 + 10 * Y ** 2, {"gd": path},
+                                xlim=(-1.5, 1.5), ylim=(-1.5, 1.5), log_levels=True)
+    xs, ys = ax.lines[0].get_data()
+    np.testing.assert_array_equal(np.c_[xs, ys], path)
+    assert ax.get_legend().get_texts()[0].get_text() == "gd"
+    plt.close("all")
