@@ -1,0 +1,106 @@
+"""Positional information: sinusoidal encodings, RoPE and ALiBi. See chapter 12.
+
+Conventions (fixed once for the course): dimension index j, pair index i = ⌊j/2⌋, base 10000.
+
+    sinusoidal   PE[p, 2i] = sin(p / base^(2i/d)),   PE[p, 2i+1] = cos(p / base^(2i/d))
+    RoPE         θ_i = base^(−2i/d_head); position m rotates pair i by the angle +m·θ_i with
+                 R(θ) = [[cos θ, −sin θ], [sin θ, cos θ]]. The "half" layout pairs x_i with
+                 x_(i + d/2) (GPT-NeoX / Llama style), "adjacent" pairs x_(2i) with x_(2i+1).
+    ALiBi        bias[h, i, j] = −m_h · (i − j) for keys j ≤ i, slopes m_h = 2^(−8h/H).
+"""
+import math
+
+import torch
+
+__all__ = ["sinusoidal_positions", "rope_frequencies", "rope_cache", "apply_rope",
+           "alibi_slopes", "alibi_bias"]
+
+
+def sinusoidal_positions(T, d, base=10000.0, device=None, dtype=torch.float32):
+    """The [T, d] table of sinusoidal encodings; sin and cos of pair i share the exponent 2i/d."""
+    if d % 2:
+        raise ValueError(f"d must be even for sinusoidal positions, got d={d}")
+    p = torch.arange(T, device=device, dtype=torch.float64)[:, None]
+    inv_freq = base ** (-torch.arange(0, d, 2, device=device, dtype=torch.float64) / d)
+    pe = torch.zeros(T, d, device=device, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(p * inv_freq)
+    pe[:, 1::2] = torch.cos(p * inv_freq)
+    return pe.to(dtype)
+
+
+def rope_frequencies(d_head, base=10000.0, device=None, dtype=torch.float64):
+    """θ_i = base^(−2i/d_head) for i = 0 … d_head/2 − 1."""
+    if d_head % 2:
+        raise ValueError(f"RoPE needs an even head dimension, got d_head={d_head}")
+    i = torch.arange(d_head // 2, device=device, dtype=torch.float64)
+    return (base ** (-2 * i / d_head)).to(dtype)
+
+
+def rope_cache(positions, d_head, base=10000.0, device=None, dtype=torch.float32):
+    """cos(m·θ_i) and sin(m·θ_i) for each position m: two tensors of shape [T, d_head/2]."""
+    positions = torch.as_tensor(positions, device=device)
+    if positions.dim() == 0:
+        positions = positions[None]
+    angles = positions.to(torch.float64)[:, None] * rope_frequencies(d_head, base,
+                                                                     device=positions.device)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rope(x, positions=None, base=10000.0, layout="half", cache=None):
+    """Rotate each pair of x's last dimension by +m·θ_i, m the position. x: [..., T, d_head].
+
+    ``positions``: [T] integer positions (default 0 … T−1). ``cache``: a precomputed
+    ``rope_cache`` (cos, sin), each [T, d_head/2]. Apply to queries and keys only, per head;
+    then ⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩ depends only on n − m.
+    """
+    if x.dim() < 2:
+        raise ValueError(f"x must be [..., T, d_head], got shape {tuple(x.shape)}")
+    T, d = x.shape[-2], x.shape[-1]
+    if d % 2:
+        raise ValueError(f"RoPE needs an even head dimension, got d_head={d}")
+    if layout not in ("half", "adjacent"):
+        raise ValueError(f"layout must be 'half' or 'adjacent', got {layout!r}")
+    if cache is None:
+        positions = torch.arange(T, device=x.device) if positions is None else positions
+        cache = rope_cache(positions, d, base, device=x.device, dtype=x.dtype)
+    cos, sin = cache
+    if cos.shape != (T, d // 2):
+        raise ValueError(f"rope cache has shape {tuple(cos.shape)}, expected {(T, d // 2)}")
+    if layout == "half":
+        x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    else:
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+    r1 = x1 * cos - x2 * sin
+    r2 = x1 * sin + x2 * cos
+    if layout == "half":
+        return torch.cat([r1, r2], dim=-1)
+    return torch.stack([r1, r2], dim=-1).flatten(-2)
+
+
+def alibi_slopes(n_heads):
+    """ALiBi's head slopes: the geometric sequence 2^(−8/H), 2^(−16/H), … for H a power of two;
+    otherwise the slopes of the nearest lower power of two, then every other one of the next."""
+    def power_of_two(n):
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (h + 1) for h in range(n)]
+
+    if n_heads < 1:
+        raise ValueError(f"n_heads must be positive, got {n_heads}")
+    if math.log2(n_heads).is_integer():
+        return torch.tensor(power_of_two(n_heads), dtype=torch.float64)
+    lower = 2 ** math.floor(math.log2(n_heads))
+    extra = power_of_two(2 * lower)[0::2][: n_heads - lower]
+    return torch.tensor(power_of_two(lower) + extra, dtype=torch.float64)
+
+
+def alibi_bias(n_heads, T, S=None, device=None, dtype=torch.float32):
+    """[H, T, S] additive bias −m_h·(distance to the key), bottom-right aligned like the causal
+    mask (query i sits at position i + S − T). Future keys get −∞ (ALiBi is causal)."""
+    S = T if S is None else S
+    q_pos = torch.arange(S - T, S, device=device)[:, None]
+    k_pos = torch.arange(S, device=device)[None, :]
+    distance = (q_pos - k_pos).to(torch.float64)
+    slopes = alibi_slopes(n_heads).to(device)[:, None, None]
+    bias = -slopes * distance
+    bias = bias.masked_fill(distance < 0, float("-inf"))
+    return bias.to(dtype)
