@@ -12,8 +12,10 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+import torch
+
 __all__ = ["TINY_SHAKESPEARE_URL", "TINY_SHAKESPEARE_SHA256", "DataChecksumError",
-           "tiny_shakespeare_path", "tiny_shakespeare", "sha256_of"]
+           "tiny_shakespeare_path", "tiny_shakespeare", "sha256_of", "train_val_split", "get_batch"]
 
 TINY_SHAKESPEARE_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/"
                         "data/tinyshakespeare/input.txt")
@@ -89,3 +91,29 @@ def tiny_shakespeare_path(download=True):
 def tiny_shakespeare(download=True):
     """The Tiny Shakespeare text as one string (40,000 lines of plays, 65 distinct characters)."""
     return tiny_shakespeare_path(download=download).read_text(encoding="utf-8")
+
+
+# ---- batching for language models (chapter 14) --------------------------------------------
+def train_val_split(ids, val_fraction=0.1):
+    """Split a 1-D token tensor into a training head and a held-out tail (no shuffling, so
+    no validation text leaks into training)."""
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    n_train = int(len(ids) * (1 - val_fraction))
+    return ids[:n_train], ids[n_train:]
+
+
+def get_batch(data, batch_size, block_size, generator=None, device=None):
+    """Random windows of a 1-D token tensor: x = data[i : i+T], y = data[i+1 : i+T+1] (the
+    targets are the inputs shifted by one). Returns two [B, T] int64 tensors."""
+    if data.dim() != 1:
+        raise ValueError(f"data must be a 1-D tensor of token ids, got shape {tuple(data.shape)}")
+    if len(data) <= block_size:
+        raise ValueError(f"data has {len(data)} tokens, need more than block_size={block_size}")
+    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    offsets = torch.arange(block_size)
+    x = data[starts[:, None] + offsets].long()
+    y = data[starts[:, None] + offsets + 1].long()
+    if device is not None:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    return x, y

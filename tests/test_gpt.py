@@ -1,0 +1,150 @@
+"""mathref.gpt: both styles, fused vs readable attention, causality, KV cache, GPT-2 loading,
+sampling statistics, parameter and FLOP counts."""
+import math
+
+import pytest
+import torch
+
+from mathref.gpt import GPT, GPTConfig, KVCache, generate, sample_next
+
+
+def tiny(style="classic", **kw):
+    base = dict(vocab_size=37, block_size=16, n_layer=2, n_head=4, d_model=32, style=style)
+    base.update(kw)
+    return GPTConfig(**base)
+
+
+def model_for(config, device, seed=0):
+    torch.manual_seed(seed)
+    return GPT(config).double().to(device).eval()
+
+
+def ids(B, T, V=37, seed=0, device="cpu"):
+    return torch.randint(V, (B, T), generator=torch.Generator().manual_seed(seed)).to(device)
+
+
+def test_style_defaults_and_validation():
+    c, m = tiny("classic"), tiny("modern")
+    assert (c.positions, c.norm, c.activation, c.tie_embeddings, c.bias, c.qk_norm) == \
+        ("learned", "layer", "gelu_tanh", True, True, False)
+    assert (m.positions, m.norm, m.activation, m.tie_embeddings, m.bias, m.qk_norm) == \
+        ("rope", "rms", "relu2", False, False, True)
+    with pytest.raises(ValueError, match="style"):
+        GPTConfig(style="postmodern")
+    with pytest.raises(ValueError, match="divisible"):
+        GPTConfig(d_model=30, n_head=4)
+
+
+@pytest.mark.parametrize("style, extra", [("classic", {}), ("modern", {}),
+                                          ("modern", {"activation": "swiglu", "n_kv_head": 2})])
+def test_fused_and_readable_attention_agree(float64_device, style, extra):
+    fused = model_for(tiny(style, fused_attention=True, **extra), float64_device)
+    readable = model_for(tiny(style, fused_attention=False, **extra), float64_device)
+    readable.load_state_dict(fused.state_dict())
+    x = ids(3, 16, device=float64_device)
+    torch.testing.assert_close(fused(x)[0], readable(x)[0], atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.parametrize("style", ["classic", "modern"])
+def test_the_model_is_causal_and_starts_near_uniform(float64_device, style):
+    model = model_for(tiny(style), float64_device)
+    x = ids(2, 12, device=float64_device)
+    y = x.clone()
+    y[:, 7] = (y[:, 7] + 1) % 37           # change a token in the middle
+    a, b = model(x)[0], model(y)[0]
+    torch.testing.assert_close(a[:, :7], b[:, :7], atol=1e-12, rtol=0)   # the past is untouched
+    assert (a[:, 7:] - b[:, 7:]).abs().max() > 1e-6                     # the future sees it
+    _, loss = model(x, ids(2, 12, seed=1, device=float64_device))
+    assert abs(loss.item() - math.log(37)) < 0.15   # small init: p ≈ uniform, loss ≈ ln V
+
+
+@pytest.mark.parametrize("style", ["classic", "modern"])
+def test_kv_cache_logits_equal_full_recomputation(float64_device, style):
+    model = model_for(tiny(style, n_kv_head=2), float64_device)
+    x = ids(2, 10, device=float64_device)
+    full = model(x)[0]
+    cache = KVCache(model.config.n_layer)
+    pieces = [model(x[:, :4], cache=cache)[0]]      # prefill 4, then one token at a time
+    for t in range(4, 10):
+        pieces.append(model(x[:, t:t + 1], cache=cache)[0])
+    assert len(cache) == 10
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.parametrize("style", ["classic", "modern"])
+@pytest.mark.parametrize("kwargs", [dict(temperature=0.0), dict(temperature=0.8, top_k=5),
+                                    dict(temperature=1.0, top_p=0.9)])
+def test_generation_with_cache_equals_without_token_for_token(float64_device, style, kwargs):
+    model = model_for(tiny(style), float64_device)
+    prompt = ids(2, 3, device=float64_device)
+    outs = []
+    for use_cache in (True, False):
+        g = torch.Generator(device=float64_device).manual_seed(7)
+        # 20 new tokens run past block_size=16: the window slides in both paths
+        outs.append(generate(model, prompt, 20, use_cache=use_cache, generator=g, **kwargs))
+    assert outs[0].shape == (2, 23)
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_sampling_distributions():
+    logits = torch.log(torch.tensor([[0.4, 0.3, 0.15, 0.1, 0.05]]))
+    n = 40000
+    g = torch.Generator().manual_seed(0)
+
+    def freq(**kw):
+        draws = torch.stack([sample_next(logits.expand(n // 10, 5), generator=g, **kw)
+                             for _ in range(10)]).flatten()
+        return torch.bincount(draws, minlength=5).double() / n
+
+    p = torch.tensor([0.4, 0.3, 0.15, 0.1, 0.05], dtype=torch.float64)
+    tol = 4 * torch.sqrt(p * (1 - p) / n) + 1e-3   # about 4 standard errors
+    assert ((freq() - p).abs() <= tol).all()
+    topk = torch.tensor([0.4, 0.3, 0.15, 0, 0], dtype=torch.float64) / 0.85
+    assert ((freq(top_k=3) - topk).abs() <= tol).all()
+    # top_p = 0.65: the smallest set reaching 0.65 is {0.4, 0.3}
+    topp = torch.tensor([0.4, 0.3, 0, 0, 0], dtype=torch.float64) / 0.7
+    assert ((freq(top_p=0.65) - topp).abs() <= tol).all()
+    # temperature 2 flattens: p ∝ p^(1/2)
+    t2 = p.sqrt() / p.sqrt().sum()
+    assert ((freq(temperature=2.0) - t2).abs() <= tol).all()
+    assert sample_next(logits, temperature=0).item() == 0
+    with pytest.raises(ValueError, match="top_p"):
+        sample_next(logits, top_p=0.0)
+
+
+def test_parameter_and_flop_counts_match_closed_forms():
+    c = tiny("classic")
+    model = GPT(c)
+    d, L, V, T = c.d_model, c.n_layer, c.vocab_size, c.block_size
+    per_layer = 12 * d * d + 13 * d        # attn 4d²+4d, FFN 8d²+5d, two LayerNorms 4d
+    assert model.num_parameters() == L * per_layer + V * d + T * d + 2 * d
+    assert model.matmul_parameters() == L * per_layer + V * d + 2 * d
+    assert model.flops_per_token(T) == 6 * model.matmul_parameters() + 12 * L * d * T
+    m = GPT(tiny("modern"))
+    dk = d // c.n_head
+    per_layer_modern = 12 * d * d + 2 * d + 2 * dk   # no biases; RMSNorm gains; QK-norm gains
+    assert m.num_parameters() == L * per_layer_modern + 2 * V * d + d
+
+
+def test_bad_inputs_are_reported():
+    model = GPT(tiny())
+    with pytest.raises(ValueError, match="block_size"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"\[B, T\]"):
+        model(torch.zeros(17, dtype=torch.long))
+
+
+def test_loads_hugging_face_gpt2_with_identical_logits():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=50, n_positions=24, n_embd=64, n_layer=2,
+                                     n_head=4, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0,
+                                     bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(config).double().eval()
+    ours = GPT.from_gpt2_state_dict(hf.state_dict(), n_head=4).eval()
+    x = ids(2, 24, V=50)
+    with torch.no_grad():
+        expected = hf(x).logits
+        got = ours(x)[0]
+    assert ours.config.n_layer == 2 and ours.config.d_model == 64
+    torch.testing.assert_close(got, expected, atol=1e-10, rtol=1e-8)
