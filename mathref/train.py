@@ -171,6 +171,7 @@ def train(model, train_data, val_data, cfg, device=None, resume_from=None):
     if cfg.compile:
         net = torch.compile(net)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.autocast and autocast_dtype(device) == torch.float16)
+    # history["seconds"]: training time only (evaluations are not counted)
     t0 = time.perf_counter() - (history["seconds"][-1] if history["seconds"] else 0.0)
     bar = tqdm(range(start_step, cfg.max_steps), initial=start_step, total=cfg.max_steps,
                disable=not cfg.progress or rank != 0, desc="training", unit="step")
@@ -210,10 +211,14 @@ def train(model, train_data, val_data, cfg, device=None, resume_from=None):
         history["lr"].append(lr)
         last = step == cfg.max_steps - 1
         if (cfg.eval_interval and (step + 1) % cfg.eval_interval == 0) or last:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            history["seconds"].append(time.perf_counter() - t0)
+            eval_start = time.perf_counter()
             val = estimate_loss(model, val_data, cfg, device)
+            t0 += time.perf_counter() - eval_start
             history["eval_step"].append(step + 1)
             history["val_loss"].append(val)
-            history["seconds"].append(time.perf_counter() - t0)
             bar.set_postfix(train=f"{total:.3f}", val=f"{val:.3f}")
         if cfg.checkpoint_path and rank == 0 and (
                 last or (cfg.checkpoint_interval and (step + 1) % cfg.checkpoint_interval == 0)):

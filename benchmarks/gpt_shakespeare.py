@@ -1,0 +1,120 @@
+"""Train two GPT configurations on character-level Tiny Shakespeare in one run and compare the
+wall time each needs to reach a validation loss (training time only; evaluations excluded).
+
+    python benchmarks/gpt_shakespeare.py                 # CPU: nanoGPT's CPU recipe vs ours, target 1.88
+    python benchmarks/gpt_shakespeare.py --device cuda   # GPU: nanoGPT's GPU recipe vs ours, target 1.47
+
+(a) reproduces nanoGPT's recipe with mathref's classic GPT-2 style; (b) is the course's best
+configuration. Both use the same data, split, evaluation windows and training loop.
+"""
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mathref.data import tiny_shakespeare, train_val_split  # noqa: E402
+from mathref.device import seed_everything  # noqa: E402
+from mathref.gpt import GPT, GPTConfig  # noqa: E402
+from mathref.train import TrainConfig, train  # noqa: E402
+
+RECIPES = {
+    "cpu": {
+        "target": 1.88,
+        "a": ("nanoGPT CPU recipe, classic style",
+              dict(style="classic", n_layer=4, n_head=4, d_model=128, block_size=64, dropout=0.0),
+              dict(max_steps=2000, batch_size=12, block_size=64, lr=1e-3, min_lr=1e-4,
+                   warmup_steps=100, betas=(0.9, 0.99), weight_decay=0.1, grad_clip=1.0)),
+        "b": ("course best, modern style",
+              dict(style="modern", n_layer=4, n_head=4, d_model=128, block_size=64, dropout=0.0),
+              dict(max_steps=1000, batch_size=16, block_size=64, lr=4e-3, min_lr=4e-4,
+                   warmup_steps=50, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0)),
+    },
+    "cuda": {
+        "target": 1.47,
+        "a": ("nanoGPT GPU recipe, classic style",
+              dict(style="classic", n_layer=6, n_head=6, d_model=384, block_size=256, dropout=0.2),
+              dict(max_steps=5000, batch_size=64, block_size=256, lr=1e-3, min_lr=1e-4,
+                   warmup_steps=100, betas=(0.9, 0.99), weight_decay=0.1, grad_clip=1.0)),
+        "b": ("course best, modern style",
+              dict(style="modern", n_layer=6, n_head=6, d_model=384, block_size=256, dropout=0.2),
+              dict(max_steps=2500, batch_size=64, block_size=256, lr=3e-3, min_lr=3e-4,
+                   warmup_steps=100, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0)),
+    },
+}
+PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}   # dense bf16
+
+
+def time_to_reach(history, target):
+    for seconds, loss in zip(history["seconds"], history["val_loss"]):
+        if loss <= target:
+            return seconds
+    return math.inf
+
+
+def run(name, label, model_kw, train_kw, data, device, eval_interval, compile_model):
+    seed_everything(0)
+    train_ids, val_ids, vocab = data
+    model = GPT(GPTConfig(vocab_size=vocab, **model_kw)).to(device)
+    cfg = TrainConfig(eval_interval=eval_interval, eval_batches=40, progress=False,
+                      compile=compile_model, **train_kw)
+    history = train(model, train_ids, val_ids, cfg, device=device)
+    tokens = cfg.max_steps * cfg.batch_size * cfg.block_size
+    tok_per_s = tokens / history["seconds"][-1]
+    return {"name": name, "label": label, "history": history, "tokens_per_s": tok_per_s,
+            "flops_per_token": model.flops_per_token(cfg.block_size),
+            "params": model.num_parameters()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--configs", default="a,b")
+    parser.add_argument("--eval-interval", type=int, default=100)
+    parser.add_argument("--compile", action="store_true", help="torch.compile both models")
+    parser.add_argument("--json", type=Path, help="also write the histories to this file")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    recipe = RECIPES[args.device]
+    target = recipe["target"]
+    text = tiny_shakespeare()
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    ids = torch.tensor([stoi[c] for c in text], dtype=torch.long)
+    train_ids, val_ids = train_val_split(ids, 0.1)
+    data = (train_ids, val_ids, len(chars))
+    print(f"Tiny Shakespeare: {len(train_ids):,} training / {len(val_ids):,} validation characters, "
+          f"vocabulary {len(chars)}; device {device}, torch threads {torch.get_num_threads()}")
+    results = []
+    for name in args.configs.split(","):
+        label, model_kw, train_kw = recipe[name]
+        r = run(name, label, model_kw, train_kw, data, device, args.eval_interval, args.compile)
+        results.append(r)
+        h = r["history"]
+        print(f"\n({name}) {label}: {r['params']:,} parameters")
+        print(f"{'step':>6} {'seconds':>8} {'val loss':>9}")
+        for step, seconds, loss in zip(h["eval_step"], h["seconds"], h["val_loss"]):
+            print(f"{step:6d} {seconds:8.1f} {loss:9.4f}")
+        reach = time_to_reach(h, target)
+        line = (f"({name}) final val loss {h['val_loss'][-1]:.4f}; reaches {target} after "
+                f"{reach:.1f} s; {r['tokens_per_s']:,.0f} tokens/s")
+        if device.type == "cuda":
+            gpu = torch.cuda.get_device_name(device)
+            peak = next((v for k, v in PEAK_FLOPS.items() if k in gpu), None)
+            if peak:
+                line += f"; MFU {r['tokens_per_s'] * r['flops_per_token'] / peak:.1%} of {gpu} bf16 peak"
+        print(line)
+    if len(results) == 2:
+        ta, tb = (time_to_reach(r["history"], target) for r in results)
+        print(f"\ntime to val loss {target}: (b) / (a) = {tb / ta:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps([{k: v for k, v in r.items()} for r in results], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
