@@ -241,3 +241,25 @@ def test_softmax_rejects_bad_temperature_and_input():
         losses.softmax([1.0, 2.0])
     with pytest.raises(TypeError, match="floating-point"):
         losses.logsumexp(torch.arange(3))
+
+
+def test_softmax_temperature_figure_and_widget_draw_softmax():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mathref import viz, widgets
+
+    z = [2.0, 1.0, 0.5, -1.0]
+    fig = viz.softmax_temperature_grid(z, [0.5, 2.0])
+    for ax, t in zip(fig.axes, [0.5, 2.0]):
+        heights = [bar.get_height() for bar in ax.patches]
+        ref = F.softmax(torch.tensor(z, dtype=torch.float64) / t, -1)
+        torch.testing.assert_close(torch.tensor(heights, dtype=torch.float64), ref)
+    plt.close("all")
+    explorer = widgets.softmax_temperature_explorer(z, temperature=1.0)
+    explorer.children[0].value = 4.0  # re-draws through viz.plot_softmax_temperature
+    heights = [bar.get_height() for bar in plt.gcf().axes[0].patches]
+    torch.testing.assert_close(torch.tensor(heights, dtype=torch.float64),
+                               F.softmax(torch.tensor(z, dtype=torch.float64) / 4.0, -1))
+    plt.close("all")
