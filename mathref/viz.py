@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 __all__ = ["use_course_style", "new_axes", "plot_descent_1d", "plot_learning_rate",
-           "learning_rate_grid", "plot_contour_paths"]
+           "learning_rate_grid", "plot_contour_paths", "plot_softmax_temperature",
+           "softmax_temperature_grid"]
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
 
@@ -115,3 +116,32 @@ def plot_contour_paths(loss, paths=None, xlim=(-2, 2), ylim=(-2, 2), ax=None, le
     if paths:
         ax.legend(fontsize=8, loc="best")
     return ax
+
+
+# ---- chapter 05 ----
+def plot_softmax_temperature(logits, temperature, labels=None, ax=None):
+    """Bar chart of softmax(logits / τ), titled with τ, the top probability and the entropy in
+    bits. See chapter 5; the static twin of ``widgets.softmax_temperature_explorer``.
+    """
+    from mathref.losses import entropy, softmax
+
+    z = torch.as_tensor(logits, dtype=torch.float64)
+    p = softmax(z, temperature=temperature)
+    if ax is None:
+        _, ax = new_axes(width=4.4, height=3.0)
+    names = list(labels) if labels is not None else [str(i) for i in range(len(p))]
+    ax.bar(names, p.numpy(), color=COLORS[0])
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("probability")
+    bits = entropy(p).item() / np.log(2)
+    ax.set_title(f"τ = {temperature:g}: max p = {p.max().item():.3f}, H = {bits:.2f} bits",
+                 fontsize=9)
+    return ax
+
+
+def softmax_temperature_grid(logits, temperatures, labels=None):
+    """One panel of ``plot_softmax_temperature`` per temperature, side by side. See chapter 5."""
+    fig, axes = new_axes(ncols=len(temperatures), width=2.9, height=2.7)
+    for ax, t in zip(np.atleast_1d(axes), temperatures):
+        plot_softmax_temperature(logits, t, labels=labels, ax=ax)
+    return fig

@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 
 from mathref import viz
 
-__all__ = ["learning_rate_explorer"]
+__all__ = ["learning_rate_explorer", "softmax_temperature_explorer"]
 
 
 def _ipywidgets():
@@ -32,3 +32,20 @@ def learning_rate_explorer(f, grad, x0=3.0, steps=20, lr=0.1, lr_max=1.2):
                                  description="η", continuous_update=False,
                                  readout_format=".2f")
     return widgets.interactive(draw, lr=slider)
+
+
+# ---- chapter 05 ----
+def softmax_temperature_explorer(logits, labels=None, temperature=1.0):
+    """A slider over the softmax temperature τ (log scale, 0.05 to 20). See chapter 5.
+
+    Draws ``viz.plot_softmax_temperature``, the same panel as the static figure.
+    """
+    widgets = _ipywidgets()
+
+    def draw(temperature):
+        viz.plot_softmax_temperature(logits, temperature, labels=labels)
+        plt.show()
+
+    slider = widgets.FloatLogSlider(value=temperature, base=10, min=-1.3, max=1.3, step=0.02,
+                                    description="τ", continuous_update=False)
+    return widgets.interactive(draw, temperature=slider)

@@ -1,0 +1,108 @@
+"""Checkers for chapter 5: probability, information theory and losses."""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from mathref.checks.core import exercise, expect, expect_callable, expect_close
+
+__all__ = ["check_ch05_logsumexp", "check_ch05_perplexity", "check_ch05_ce_gradient",
+           "check_ch05_bits_per_byte", "check_ch05_lm_loss"]
+
+
+def _tensor(value, what):
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", torch.float64)
+    try:
+        return torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        expect(False, f"{what}: expected a tensor, got {type(value).__name__}")
+
+
+@exercise("ch05-logsumexp")
+def check_ch05_logsumexp(stable_logsumexp):
+    """stable_logsumexp(x) = log Σ exp(x_i) for a 1-D float tensor, without overflow."""
+    expect_callable(stable_logsumexp, "stable_logsumexp(x)")
+    gen = torch.Generator().manual_seed(5)
+    cases = [torch.randn(7, generator=gen, dtype=torch.float64),
+             torch.tensor([1000.0, 1000.0], dtype=torch.float64),
+             torch.tensor([-1000.0, -1001.0, -1002.0], dtype=torch.float64),
+             torch.tensor([800.0, 0.0, -5.0], dtype=torch.float64),
+             torch.tensor([3.0], dtype=torch.float64),
+             torch.tensor([100.0, 90.0, 95.0], dtype=torch.float32)]
+    for x in cases:
+        got = stable_logsumexp(x.clone())
+        want = torch.logsumexp(x.double(), 0).item()
+        tol = 1e-6 if x.dtype == torch.float32 else 1e-12
+        expect_close(got, want, f"logsumexp of {[round(v, 4) for v in x.tolist()]}", rtol=tol, atol=tol)
+    return "finite for ±1000, equal to log Σ exp elsewhere"
+
+
+@exercise("ch05-perplexity")
+def check_ch05_perplexity(perplexity_from_nlls):
+    """perplexity_from_nlls(nlls): exp of the mean per-token NLL in nats."""
+    expect_callable(perplexity_from_nlls, "perplexity_from_nlls(nlls)")
+    uniform = torch.full((10,), math.log(65), dtype=torch.float64)
+    expect_close(perplexity_from_nlls(uniform), 65.0,
+                 "a uniform model over 65 tokens (every NLL = ln 65)", rtol=1e-9)
+    gen = torch.Generator().manual_seed(2)
+    for n in (5, 40):
+        nlls = 3 * torch.rand(n, generator=gen, dtype=torch.float64)
+        expect_close(perplexity_from_nlls(nlls.clone()), math.exp(nlls.mean().item()),
+                     f"perplexity of {n} NLLs with mean {nlls.mean().item():.4f} nats", rtol=1e-9)
+    return "PPL = exp(mean NLL in nats), the geometric mean of 1/p"
+
+
+@exercise("ch05-ce-gradient")
+def check_ch05_ce_gradient(ce_gradient):
+    """ce_gradient(logits, targets): ∂/∂logits of the mean cross-entropy, shape (N, V)."""
+    expect_callable(ce_gradient, "ce_gradient(logits, targets)")
+    gen = torch.Generator().manual_seed(3)
+    for N, V in ((1, 4), (5, 3), (8, 10)):
+        logits = 2 * torch.randn(N, V, generator=gen, dtype=torch.float64)
+        targets = torch.randint(0, V, (N,), generator=gen)
+        z = logits.clone().requires_grad_(True)
+        F.cross_entropy(z, targets).backward()
+        got = _tensor(ce_gradient(logits.clone(), targets.clone()), "ce_gradient")
+        expect(tuple(got.shape) == (N, V),
+               f"for logits of shape {(N, V)} expected a gradient of shape {(N, V)}, got "
+               f"{tuple(got.shape)}")
+        err = (got - z.grad).abs().max().item()
+        expect(err < 1e-10, f"N={N}, V={V}: max |yours − autograd| = {err:.3g} (expected the "
+                            "gradient of the *mean* loss over the N rows)")
+    return "(softmax(z) − onehot(y)) / N, as autograd computes"
+
+
+@exercise("ch05-bits-per-byte")
+def check_ch05_bits_per_byte(bits_per_byte_of):
+    """bits_per_byte_of(token_nlls, text): Σ NLL in nats / (ln 2 · UTF-8 bytes of text)."""
+    expect_callable(bits_per_byte_of, "bits_per_byte_of(token_nlls, text)")
+    gen = torch.Generator().manual_seed(4)
+    texts = ["To be, or not to be", "naïve café — 東京", "ab"]
+    for text in texts:
+        n_tokens = max(1, len(text) // 3)
+        nlls = 4 * torch.rand(n_tokens, generator=gen, dtype=torch.float64)
+        want = nlls.sum().item() / (math.log(2) * len(text.encode("utf-8")))
+        expect_close(bits_per_byte_of(nlls.clone(), text), want,
+                     f"{n_tokens} tokens covering {text!r} ({len(text)} characters, "
+                     f"{len(text.encode('utf-8'))} UTF-8 bytes)", rtol=1e-9)
+    return "total code length in bits over UTF-8 bytes, whatever the tokenizer"
+
+
+@exercise("ch05-lm-loss")
+def check_ch05_lm_loss(lm_loss):
+    """lm_loss(logits, targets, pad_id): mean NLL over the non-padding tokens of a batch."""
+    expect_callable(lm_loss, "lm_loss(logits, targets, pad_id)")
+    gen = torch.Generator().manual_seed(6)
+    for B, T, V, pad_id, lengths in ((2, 5, 7, 0, (5, 2)), (3, 4, 6, 5, (4, 1, 3)),
+                                     (1, 3, 4, 1, (3,))):
+        logits = torch.randn(B, T, V, generator=gen, dtype=torch.float64)
+        targets = torch.randint(0, V, (B, T), generator=gen)
+        for b, length in enumerate(lengths):
+            targets[b, :length][targets[b, :length] == pad_id] = (pad_id + 1) % V
+            targets[b, length:] = pad_id
+        want = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=pad_id)
+        got = lm_loss(logits.clone(), targets.clone(), pad_id)
+        expect_close(got, want.item(), f"B={B}, T={T}, V={V}, sequence lengths {lengths}, "
+                     f"pad_id={pad_id}", rtol=1e-9)
+    return "−(1/#tokens) Σ log p over real tokens, as F.cross_entropy(ignore_index=pad_id)"
