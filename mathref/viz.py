@@ -10,7 +10,7 @@ import torch
 
 __all__ = ["use_course_style", "new_axes", "plot_descent_1d", "plot_learning_rate",
            "learning_rate_grid", "plot_contour_paths", "plot_softmax_temperature",
-           "softmax_temperature_grid"]
+           "softmax_temperature_grid", "plot_decision_regions", "plot_activation"]
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
 
@@ -145,3 +145,49 @@ def softmax_temperature_grid(logits, temperatures, labels=None):
     for ax, t in zip(np.atleast_1d(axes), temperatures):
         plot_softmax_temperature(logits, t, labels=labels, ax=ax)
     return fig
+# ---- chapter 03 ----
+def plot_decision_regions(predict, X=None, y=None, ax=None, xlim=(-0.5, 1.5), ylim=(-0.5, 1.5),
+                          threshold=0.5, resolution=200, title=None):
+    """Shade where a 2-D classifier says 1 (score > threshold) and draw the boundary
+    score = threshold, with the data points on top. See chapter 3.
+
+    ``predict`` maps a float64 tensor of points of shape [M, 2] to M scores (any shape with M
+    elements); ``X`` [N, 2] and labels ``y`` [N] in {0, 1} are drawn as circles and crosses.
+    """
+    if ax is None:
+        _, ax = new_axes(width=4.0, height=3.6)
+    gx, gy = np.meshgrid(np.linspace(*xlim, resolution), np.linspace(*ylim, resolution))
+    grid = torch.tensor(np.stack([gx.ravel(), gy.ravel()], axis=1), dtype=torch.float64)
+    with torch.no_grad():
+        scores = _to_numpy(predict(grid)).astype(float).reshape(gx.shape)
+    ax.contourf(gx, gy, (scores > threshold).astype(float), levels=[-0.5, 0.5, 1.5],
+                colors=["#c6dbef", "#fcbba1"], alpha=0.9)
+    if scores.min() < threshold < scores.max():
+        ax.contour(gx, gy, scores, levels=[threshold], colors="k", linewidths=1.2)
+    if X is not None:
+        pts, labels = _to_numpy(X).astype(float), _to_numpy(y).astype(float).ravel()
+        ax.scatter(pts[labels <= 0.5, 0], pts[labels <= 0.5, 1], marker="o", s=28,
+                   facecolors="white", edgecolors=COLORS[0], linewidths=1.3, label="class 0")
+        ax.scatter(pts[labels > 0.5, 0], pts[labels > 0.5, 1], marker="x", s=32,
+                   color=COLORS[1], linewidths=1.6, label="class 1")
+    ax.set(xlim=xlim, ylim=ylim, xlabel="x₁", ylabel="x₂")
+    ax.grid(False)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def plot_activation(fn, grad, name, ax=None, xlim=(-4, 4)):
+    """One activation φ (solid) and its derivative φ′ (dashed) on the same axes. See chapter 3.
+
+    ``fn`` and ``grad`` map a float64 tensor to a tensor of the same shape.
+    """
+    if ax is None:
+        _, ax = new_axes(width=3.2, height=2.6)
+    x = torch.linspace(*xlim, 801, dtype=torch.float64)
+    ax.plot(x.numpy(), _to_numpy(fn(x)), color=COLORS[0], lw=2, label="φ(x)")
+    ax.plot(x.numpy(), _to_numpy(grad(x)), "--", color=COLORS[1], lw=1.6, label="φ′(x)")
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.axvline(0, color="0.6", lw=0.8)
+    ax.set(xlim=xlim, title=name, xlabel="x")
+    return ax

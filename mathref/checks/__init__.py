@@ -6,3 +6,4 @@ from mathref.checks.core import CHECKS, CheckFailure, ExerciseCheckFailed, exerc
 from mathref.checks.ch01 import *  # noqa: F401,F403
 from mathref.checks.ch04 import *  # noqa: F401,F403
 from mathref.checks.ch05 import *  # noqa: F401,F403
+from mathref.checks.ch03 import *  # noqa: F401,F403
