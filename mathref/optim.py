@@ -14,7 +14,7 @@ import math
 import torch
 
 __all__ = ["SGD", "RMSProp", "Adam", "AdamW", "warmup_cosine", "inverse_sqrt",
-           "clip_grad_norm_", "decay_param_groups"]
+           "clip_grad_norm_", "decay_param_groups", "optimize_path"]
 
 
 def _check_hyper(name, value, low=0.0, high=None, high_open=False):
@@ -331,3 +331,26 @@ def decay_param_groups(model, weight_decay):
     params = [p for p in model.parameters() if p.requires_grad]
     return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def optimize_path(loss, start, make_optimizer, steps):
+    """Run an optimizer on a loss of a few numbers; return the path [θ₀, θ₁, ..., θ_steps]. See chapter 6.
+
+    ``loss(*theta)`` takes the coordinates as scalar tensors (e.g. ``lambda x, y: x**2 + y**2``);
+    ``make_optimizer(params)`` builds the optimizer. The path is a float64 tensor
+    [steps + 1, len(start)]; it stops early (shorter) if the loss becomes infinite or NaN.
+    """
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    theta = torch.tensor(start, dtype=torch.float64).flatten().requires_grad_()
+    opt = make_optimizer([theta])
+    path = [theta.detach().clone()]
+    for _ in range(steps):
+        opt.zero_grad()
+        value = loss(*theta)
+        if not torch.isfinite(value):
+            break
+        value.backward()
+        opt.step()
+        path.append(theta.detach().clone())
+    return torch.stack(path)

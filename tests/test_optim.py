@@ -260,3 +260,16 @@ def test_bad_input_raises_clear_errors():
         optim.clip_grad_norm_(p, 0.0)
     with pytest.raises(TypeError, match="model"):
         optim.decay_param_groups(p, 0.1)
+
+
+def test_optimize_path_follows_gradient_descent_closed_form():
+    """Gradient descent on ½(a x² + b y²): x_k = (1 − ηa)ᵏ x₀, y_k = (1 − ηb)ᵏ y₀."""
+    a, b, lr = 1.0, 10.0, 0.05
+    path = optim.optimize_path(lambda x, y: 0.5 * (a * x ** 2 + b * y ** 2), (2.0, -1.0),
+                               lambda ps: optim.SGD(ps, lr=lr), 30)
+    k = torch.arange(31, dtype=torch.float64)
+    torch.testing.assert_close(path[:, 0], 2.0 * (1 - lr * a) ** k, rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(path[:, 1], -1.0 * (1 - lr * b) ** k, rtol=1e-12, atol=1e-15)
+    diverged = optim.optimize_path(lambda x, y: x ** 2 + y ** 2, (1.0, 1.0),
+                                   lambda ps: optim.SGD(ps, lr=1e200), 10)
+    assert len(diverged) < 11
