@@ -342,7 +342,7 @@ def optimize_path(loss, start, make_optimizer, steps):
     """
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an int >= 0, got {steps!r}")
-    theta = torch.tensor(start, dtype=torch.float64).flatten().requires_grad_()
+    theta = torch.as_tensor(start, dtype=torch.float64).detach().clone().flatten().requires_grad_()
     opt = make_optimizer([theta])
     path = [theta.detach().clone()]
     for _ in range(steps):
