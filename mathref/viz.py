@@ -10,7 +10,8 @@ import torch
 
 __all__ = ["use_course_style", "new_axes", "plot_descent_1d", "plot_learning_rate",
            "learning_rate_grid", "plot_contour_paths", "plot_softmax_temperature",
-           "softmax_temperature_grid", "plot_decision_regions", "plot_activation"]
+           "softmax_temperature_grid", "plot_decision_regions", "plot_activation",
+           "RACE_PROBLEMS", "race_optimizers", "race_paths", "plot_optimizer_race"]
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
 
@@ -191,3 +192,78 @@ def plot_activation(fn, grad, name, ax=None, xlim=(-4, 4)):
     ax.axvline(0, color="0.6", lw=0.8)
     ax.set(xlim=xlim, title=name, xlabel="x")
     return ax
+# ---- chapter 06 ----
+
+def _ravine(x, y):
+    return 0.5 * x ** 2 + 12.5 * y ** 2
+
+
+def _rosenbrock(x, y):
+    return (1 - x) ** 2 + 100 * (y - x ** 2) ** 2
+
+
+# The two test functions of the optimizer race. ``lrs`` holds one learning rate per optimizer
+# (the best power of two on a coarse grid, rounded); ``minimum`` is the minimizer, f* = 0.
+RACE_PROBLEMS = {
+    "ravine": dict(loss=_ravine, start=(-4.0, 1.0), minimum=(0.0, 0.0),
+                   xlim=(-4.5, 1.0), ylim=(-1.3, 1.3), title="ravine ½x² + 12.5y² (κ = 25)",
+                   lrs={"SGD": 0.06, "momentum": 0.03, "Nesterov": 0.03, "RMSProp": 0.06,
+                        "Adam": 0.25, "AdamW": 0.25}),
+    "rosenbrock": dict(loss=_rosenbrock, start=(-1.2, 1.0), minimum=(1.0, 1.0),
+                       xlim=(-1.6, 1.4), ylim=(-0.5, 1.6),
+                       title="Rosenbrock (1 − x)² + 100(y − x²)²",
+                       lrs={"SGD": 1e-3, "momentum": 2e-3, "Nesterov": 1e-3, "RMSProp": 1e-3,
+                            "Adam": 0.06, "AdamW": 0.06}),
+}
+
+
+def race_optimizers(problem, lr_scale=1.0, momentum=0.9, weight_decay=0.01):
+    """label -> make_optimizer(params) for the six optimizers of the race. See chapter 6.
+
+    Each optimizer gets the problem's learning rate times ``lr_scale``; SGD with momentum and
+    Nesterov use ``momentum`` as β; AdamW uses ``weight_decay`` as λ.
+    """
+    from mathref import optim
+
+    lrs = {k: v * lr_scale for k, v in RACE_PROBLEMS[problem]["lrs"].items()}
+    return {
+        "SGD": lambda ps: optim.SGD(ps, lr=lrs["SGD"]),
+        "momentum": lambda ps: optim.SGD(ps, lr=lrs["momentum"], momentum=momentum),
+        "Nesterov": lambda ps: optim.SGD(ps, lr=lrs["Nesterov"], momentum=momentum,
+                                         nesterov=True),
+        "RMSProp": lambda ps: optim.RMSProp(ps, lr=lrs["RMSProp"]),
+        "Adam": lambda ps: optim.Adam(ps, lr=lrs["Adam"]),
+        "AdamW": lambda ps: optim.AdamW(ps, lr=lrs["AdamW"], weight_decay=weight_decay),
+    }
+
+
+def race_paths(problem, steps, lr_scale=1.0, momentum=0.9, weight_decay=0.01):
+    """Run every optimizer of the race on ``RACE_PROBLEMS[problem]``: label -> path [K+1, 2]."""
+    from mathref import optim
+
+    spec = RACE_PROBLEMS[problem]
+    return {label: optim.optimize_path(spec["loss"], spec["start"], make, steps)
+            for label, make in race_optimizers(problem, lr_scale, momentum, weight_decay).items()}
+
+
+def plot_optimizer_race(problem, steps, lr_scale=1.0, momentum=0.9, weight_decay=0.01,
+                        axes=None):
+    """Two panels: the race's paths on the contours, and loss f(θ_k) per step (log scale).
+    The static twin of ``widgets.optimizer_race_explorer``. See chapter 6. Returns the paths.
+    """
+    if axes is None:
+        _, axes = new_axes(ncols=2, width=5.0, height=3.9)
+    spec = RACE_PROBLEMS[problem]
+    paths = race_paths(problem, steps, lr_scale, momentum, weight_decay)
+    plot_contour_paths(spec["loss"], paths, xlim=spec["xlim"], ylim=spec["ylim"], ax=axes[0],
+                       levels=25, log_levels=True)
+    axes[0].plot(*spec["minimum"], "k+", ms=12, mew=2)
+    axes[0].set_title(spec["title"], fontsize=9)
+    for i, (label, path) in enumerate(paths.items()):
+        losses = spec["loss"](path[:, 0], path[:, 1]).numpy()
+        axes[1].semilogy(np.arange(len(losses)), losses + 1e-300,
+                         color=COLORS[(i + 1) % len(COLORS)], lw=1.3, label=label)
+    axes[1].set(xlabel="step k", ylabel="f(θ_k) − f*", ylim=(1e-10, None),
+                title=f"loss per step (lr × {lr_scale:g})")
+    axes[1].legend(fontsize=8)
+    return paths

@@ -5,7 +5,8 @@ import matplotlib.pyplot as plt
 
 from mathref import viz
 
-__all__ = ["learning_rate_explorer", "softmax_temperature_explorer"]
+__all__ = ["learning_rate_explorer", "softmax_temperature_explorer",
+           "optimizer_race_explorer"]
 
 
 def _ipywidgets():
@@ -49,3 +50,27 @@ def softmax_temperature_explorer(logits, labels=None, temperature=1.0):
     slider = widgets.FloatLogSlider(value=temperature, base=10, min=-1.3, max=1.3, step=0.02,
                                     description="τ", continuous_update=False)
     return widgets.interactive(draw, temperature=slider)
+# ---- chapter 06 ----
+
+def optimizer_race_explorer(problem="ravine", steps=200, lr_scale=1.0, momentum=0.9):
+    """Sliders for the optimizer race: the problem, the number of steps, a common factor on
+    every learning rate, and momentum's β. See chapter 6.
+
+    Draws with ``viz.plot_optimizer_race``, the function of the static figure.
+    """
+    widgets = _ipywidgets()
+
+    def draw(problem, steps, lr_scale, momentum):
+        viz.plot_optimizer_race(problem, steps, lr_scale=lr_scale, momentum=momentum)
+        plt.show()
+
+    return widgets.interactive(
+        draw,
+        problem=widgets.Dropdown(options=list(viz.RACE_PROBLEMS), value=problem,
+                                 description="problem"),
+        steps=widgets.IntSlider(value=steps, min=10, max=3000, step=10, description="steps",
+                                continuous_update=False),
+        lr_scale=widgets.FloatLogSlider(value=lr_scale, base=2, min=-3, max=2, step=0.25,
+                                        description="lr ×", continuous_update=False),
+        momentum=widgets.FloatSlider(value=momentum, min=0.0, max=0.99, step=0.01,
+                                     description="β", continuous_update=False))

@@ -1,0 +1,356 @@
+"""Optimizers, learning-rate schedules and gradient clipping, written out plainly. See chapter 6.
+
+Every optimizer here is a ``torch.optim.Optimizer`` subclass that follows PyTorch's own
+conventions, so it can replace ``torch.optim.SGD``, ``RMSprop``, ``Adam`` or ``AdamW`` in any
+training loop, and the tests check that it produces the same parameters step by step:
+
+- SGD with momentum uses v ← βv + g, θ ← θ − ηv (the velocity is not scaled by 1 − β);
+- RMSProp and Adam add ε *outside* the square root: θ ← θ − η m̂/(√v̂ + ε);
+- weight decay λ is in PyTorch units: ``Adam(weight_decay=λ)`` adds λθ to the gradient (L2),
+  ``AdamW(weight_decay=λ)`` multiplies θ by (1 − ηλ) before the Adam step (decoupled).
+"""
+import math
+
+import torch
+
+__all__ = ["SGD", "RMSProp", "Adam", "AdamW", "warmup_cosine", "inverse_sqrt",
+           "clip_grad_norm_", "decay_param_groups", "optimize_path"]
+
+
+def _check_hyper(name, value, low=0.0, high=None, high_open=False):
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if value < low or (high is not None and (value >= high if high_open else value > high)):
+        bound = f"[{low}, {high}{')' if high_open else ']'}" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be in {bound}, got {value}")
+
+
+def _grads(group):
+    """(param, grad) pairs of a group, skipping parameters without a gradient."""
+    out = []
+    for p in group["params"]:
+        if p.grad is None:
+            continue
+        if p.grad.is_sparse:
+            raise TypeError("mathref.optim does not support sparse gradients")
+        out.append((p, p.grad))
+    return out
+
+
+class SGD(torch.optim.Optimizer):
+    r"""Stochastic gradient descent with optional momentum, Nesterov and weight decay. See chapter 6.
+
+    With g = ∇L(θ) + λθ (L2 weight decay, ``weight_decay=λ``):
+
+        v ← g at the first step, then v ← βv + (1 − dampening)·g
+        θ ← θ − η·(g + βv)   if nesterov, else   θ ← θ − η·v
+
+    ``momentum=0`` gives plain SGD, θ ← θ − ηg. As in ``torch.optim.SGD``.
+    """
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False):
+        _check_hyper("lr", lr)
+        _check_hyper("momentum", momentum, 0.0, 1.0, high_open=True)
+        _check_hyper("dampening", dampening, 0.0, 1.0)
+        _check_hyper("weight_decay", weight_decay)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("nesterov=True needs momentum > 0 and dampening = 0, got "
+                             f"momentum={momentum}, dampening={dampening}")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, beta, wd = group["lr"], group["momentum"], group["weight_decay"]
+            for p, g in _grads(group):
+                if wd != 0:
+                    g = g.add(p, alpha=wd)               # L2: g ← g + λθ
+                if beta != 0:
+                    state = self.state[p]
+                    if "momentum_buffer" not in state:
+                        v = state["momentum_buffer"] = g.clone()
+                    else:
+                        v = state["momentum_buffer"]
+                        v.mul_(beta).add_(g, alpha=1 - group["dampening"])
+                    g = g.add(v, alpha=beta) if group["nesterov"] else v   # g + βv or v
+                p.add_(g, alpha=-lr)
+        return loss
+
+
+class RMSProp(torch.optim.Optimizer):
+    r"""RMSProp: divide each coordinate by a running root mean square of its gradient. See chapter 6.
+
+        s ← αs + (1 − α)g²,           (centered: a ← αa + (1 − α)g,  s̃ = s − a²)
+        θ ← θ − η·g/(√s + ε)           (with momentum μ: b ← μb + g/(√s + ε), θ ← θ − ηb)
+
+    s starts at 0; ε is added outside the square root, as in ``torch.optim.RMSprop``.
+    """
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
+                 centered=False):
+        _check_hyper("lr", lr)
+        _check_hyper("alpha", alpha, 0.0, 1.0)
+        _check_hyper("eps", eps)
+        _check_hyper("weight_decay", weight_decay)
+        _check_hyper("momentum", momentum, 0.0, 1.0, high_open=True)
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                      momentum=momentum, centered=centered))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
+            for p, g in _grads(group):
+                if group["weight_decay"] != 0:
+                    g = g.add(p, alpha=group["weight_decay"])      # L2: g ← g + λθ
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["square_avg"] = torch.zeros_like(p)
+                    if group["centered"]:
+                        state["grad_avg"] = torch.zeros_like(p)
+                    if group["momentum"] > 0:
+                        state["momentum_buffer"] = torch.zeros_like(p)
+                state["step"] += 1
+                s = state["square_avg"]
+                s.mul_(alpha).addcmul_(g, g, value=1 - alpha)
+                if group["centered"]:
+                    a = state["grad_avg"]
+                    a.lerp_(g, 1 - alpha)                # a + (1 − α)(g − a) = αa + (1 − α)g
+                    denom = s.addcmul(a, a, value=-1).sqrt_().add_(eps)   # √(s − a²) + ε
+                else:
+                    denom = s.sqrt().add_(eps)
+                if group["momentum"] > 0:
+                    b = state["momentum_buffer"]
+                    b.mul_(group["momentum"]).addcdiv_(g, denom)
+                    p.add_(b, alpha=-lr)
+                else:
+                    p.addcdiv_(g, denom, value=-lr)
+        return loss
+
+
+class Adam(torch.optim.Optimizer):
+    r"""Adam with bias correction. See chapter 6.
+
+    At step t = 1, 2, ... with g = ∇L(θ) (+ λθ when ``weight_decay=λ``: L2, coupled):
+
+        m ← β₁m + (1 − β₁)g,      v ← β₂v + (1 − β₂)g²
+        m̂ = m/(1 − β₁ᵗ),          v̂ = v/(1 − β₂ᵗ)
+        θ ← θ − η·m̂/(√v̂ + ε)
+
+    m and v start at 0. ``foreach=True`` does the same arithmetic with multi-tensor
+    ``torch._foreach_*`` calls (one kernel per operation for the whole group), as
+    ``torch.optim.Adam(foreach=True)`` does. Same update as ``torch.optim.Adam``.
+    """
+
+    decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 foreach=False):
+        _check_hyper("lr", lr)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+        _check_hyper("betas[0]", betas[0], 0.0, 1.0, high_open=True)
+        _check_hyper("betas[1]", betas[1], 0.0, 1.0, high_open=True)
+        _check_hyper("eps", eps)
+        _check_hyper("weight_decay", weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, foreach=bool(foreach)))
+
+    def _state(self, p):
+        state = self.state[p]
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = torch.zeros_like(p)
+            state["exp_avg_sq"] = torch.zeros_like(p)
+        return state
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            pairs = _grads(group)
+            if pairs:
+                (self._step_foreach if group["foreach"] else self._step_plain)(group, pairs)
+        return loss
+
+    def _step_plain(self, group, pairs):
+        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        for p, g in pairs:
+            state = self._state(p)
+            if wd != 0:
+                if self.decoupled:
+                    p.mul_(1 - lr * wd)                  # AdamW: θ ← (1 − ηλ)θ
+                else:
+                    g = g.add(p, alpha=wd)               # Adam + L2: g ← g + λθ
+            state["step"] += 1
+            t = state["step"]
+            m, v = state["exp_avg"], state["exp_avg_sq"]
+            m.lerp_(g, 1 - beta1)                        # m ← β₁m + (1 − β₁)g
+            v.mul_(beta2).addcmul_(g, g, value=1 - beta2)  # v ← β₂v + (1 − β₂)g²
+            # θ ← θ − η·m̂/(√v̂ + ε) with m̂ = m/(1 − β₁ᵗ), √v̂ = √v/√(1 − β₂ᵗ)
+            denom = (v.sqrt() / math.sqrt(1 - beta2 ** t)).add_(eps)
+            p.addcdiv_(m, denom, value=-lr / (1 - beta1 ** t))
+
+    def _step_foreach(self, group, pairs):
+        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        params = [p for p, _ in pairs]
+        grads = [g for _, g in pairs]
+        states = [self._state(p) for p in params]
+        ms = [s["exp_avg"] for s in states]
+        vs = [s["exp_avg_sq"] for s in states]
+        for s in states:
+            s["step"] += 1
+        if wd != 0:
+            if self.decoupled:
+                torch._foreach_mul_(params, 1 - lr * wd)
+            else:
+                grads = torch._foreach_add(grads, params, alpha=wd)
+        torch._foreach_lerp_(ms, grads, 1 - beta1)
+        torch._foreach_mul_(vs, beta2)
+        torch._foreach_addcmul_(vs, grads, grads, value=1 - beta2)
+        # θ ← θ − (η/(1 − β₁ᵗ))·m / (√v/√(1 − β₂ᵗ) + ε), per tensor (steps may differ)
+        step_sizes = [-lr / (1 - beta1 ** s["step"]) for s in states]
+        denom = torch._foreach_sqrt(vs)
+        torch._foreach_div_(denom, [math.sqrt(1 - beta2 ** s["step"]) for s in states])
+        torch._foreach_add_(denom, eps)
+        torch._foreach_addcdiv_(params, ms, denom, step_sizes)
+
+
+class AdamW(Adam):
+    r"""AdamW: Adam with decoupled weight decay. See chapter 6.
+
+        θ ← (1 − ηλ)θ,   then the Adam step   θ ← θ − η·m̂/(√v̂ + ε)
+
+    where m̂ and v̂ are built from the raw gradient (λθ is *not* added to g, so the decay is
+    not divided by √v̂). Default λ = 0.01 as in ``torch.optim.AdamW``; ``foreach=True`` is
+    the multi-tensor fast path.
+    """
+
+    decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 foreach=False):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         foreach=foreach)
+
+
+def _check_schedule(step, warmup_steps):
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise TypeError(f"step must be an int, got {type(step).__name__}")
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    if not isinstance(warmup_steps, int) or warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
+
+
+def warmup_cosine(step, warmup_steps, total_steps, lr_max, lr_min=0.0):
+    r"""Linear warm-up, then cosine decay to a floor. See chapter 6.
+
+        step < W:        η = η_max·(step + 1)/W
+        W ≤ step ≤ T:    η = η_min + ½(η_max − η_min)(1 + cos(π·(step − W)/(T − W)))
+        step > T:        η = η_min
+
+    (W = ``warmup_steps``, T = ``total_steps``, steps counted from 0.) With ``lr_max=1`` it
+    returns the factor that ``torch.optim.lr_scheduler.LambdaLR`` multiplies the base lr by.
+    """
+    _check_schedule(step, warmup_steps)
+    if not isinstance(total_steps, int) or total_steps <= warmup_steps:
+        raise ValueError(f"total_steps must be an int > warmup_steps={warmup_steps}, "
+                         f"got {total_steps!r}")
+    if lr_min > lr_max:
+        raise ValueError(f"lr_min={lr_min} must not exceed lr_max={lr_max}")
+    if step < warmup_steps:
+        return lr_max * (step + 1) / warmup_steps
+    if step > total_steps:
+        return lr_min
+    progress = (step - warmup_steps) / (total_steps - warmup_steps)
+    return lr_min + 0.5 * (lr_max - lr_min) * (1 + math.cos(math.pi * progress))
+
+
+def inverse_sqrt(step, warmup_steps, lr_max):
+    r"""Linear warm-up, then decay ∝ 1/√step (the Transformer schedule). See chapter 6.
+
+        η = η_max · min(s/W, √(W/s)),   s = step + 1,
+
+    which peaks at η_max when s = W. With η_max = d_model^(−1/2)·W^(−1/2) this is Vaswani et
+    al.'s d_model^(−1/2)·min(s^(−1/2), s·W^(−3/2)).
+    """
+    _check_schedule(step, warmup_steps)
+    if warmup_steps == 0:
+        raise ValueError("inverse_sqrt needs warmup_steps >= 1")
+    s = step + 1
+    return lr_max * min(s / warmup_steps, math.sqrt(warmup_steps / s))
+
+
+def clip_grad_norm_(params, max_norm, eps=1e-6):
+    r"""Scale all gradients together so that their global norm is at most ``max_norm``. See chapter 6.
+
+        ‖g‖ = √(Σ_p ‖g_p‖²),    g_p ← g_p · min(1, c/(‖g‖ + ε))
+
+    Returns the global norm *before* clipping, as ``torch.nn.utils.clip_grad_norm_`` does
+    (same ε = 1e-6). Parameters without a gradient are skipped.
+    """
+    if isinstance(params, torch.Tensor):
+        params = [params]
+    grads = [p.grad for p in params if p.grad is not None]
+    if not isinstance(max_norm, (int, float)) or max_norm <= 0:
+        raise ValueError(f"max_norm must be a positive number, got {max_norm!r}")
+    if not grads:
+        return torch.tensor(0.0)
+    norms = [torch.linalg.vector_norm(g.detach()).to(grads[0].device) for g in grads]
+    total = torch.linalg.vector_norm(torch.stack(norms))  # = √(Σ_p ‖g_p‖²)
+    scale = torch.clamp(max_norm / (total + eps), max=1.0)
+    for g in grads:
+        g.detach().mul_(scale.to(g.device, g.dtype))
+    return total
+
+
+def decay_param_groups(model, weight_decay):
+    """Two optimizer groups: weight matrices and embeddings (dim ≥ 2) decay, biases and norm
+    gains (dim < 2) do not. See chapter 6.
+
+    Returns ``[{"params": decayed, "weight_decay": λ}, {"params": others, "weight_decay": 0.0}]``
+    for any ``torch.optim`` optimizer.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def optimize_path(loss, start, make_optimizer, steps):
+    """Run an optimizer on a loss of a few numbers; return the path [θ₀, θ₁, ..., θ_steps]. See chapter 6.
+
+    ``loss(*theta)`` takes the coordinates as scalar tensors (e.g. ``lambda x, y: x**2 + y**2``);
+    ``make_optimizer(params)`` builds the optimizer. The path is a float64 tensor
+    [steps + 1, len(start)]; it stops early (shorter) if the loss becomes infinite or NaN.
+    """
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    theta = torch.as_tensor(start, dtype=torch.float64).detach().clone().flatten().requires_grad_()
+    opt = make_optimizer([theta])
+    path = [theta.detach().clone()]
+    for _ in range(steps):
+        opt.zero_grad()
+        value = loss(*theta)
+        if not torch.isfinite(value):
+            break
+        value.backward()
+        opt.step()
+        path.append(theta.detach().clone())
+    return torch.stack(path)
