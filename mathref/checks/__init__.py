@@ -9,3 +9,4 @@ from mathref.checks.ch05 import *  # noqa: F401,F403
 from mathref.checks.ch03 import *  # noqa: F401,F403
 from mathref.checks.ch08 import *  # noqa: F401,F403
 from mathref.checks.ch06 import *  # noqa: F401,F403
+from mathref.checks.ch02 import *  # noqa: F401,F403
