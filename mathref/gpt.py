@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from mathref.attention import MultiHeadAttention, scaled_dot_product_attention
+from mathref.losses import cross_entropy
+from mathref.norm import LayerNorm, RMSNorm
 from mathref.positions import apply_rope, rope_cache
 from mathref.transformer import FeedForward
 
@@ -48,7 +50,8 @@ class GPTConfig:
     bias: bool = None
     rope_base: float = 10000.0
     norm_eps: float = 1e-5
-    fused_attention: bool = True   # F.scaled_dot_product_attention, else mathref's readable path
+    fused: bool = True             # PyTorch's fused kernels (SDPA, layer_norm, rms_norm), else
+                                   # mathref's readable paths (tested equal)
 
     def __post_init__(self):
         if self.style not in _STYLES:
@@ -74,8 +77,8 @@ class GPTConfig:
 def _norm(config, dim=None):
     dim = config.d_model if dim is None else dim
     if config.norm == "layer":
-        return nn.LayerNorm(dim, eps=config.norm_eps, bias=config.bias)
-    return nn.RMSNorm(dim, eps=config.norm_eps)
+        return LayerNorm(dim, eps=config.norm_eps, bias=config.bias, fused=config.fused)
+    return RMSNorm(dim, eps=config.norm_eps, fused=config.fused)
 
 
 class KVCache:
@@ -107,7 +110,7 @@ class CausalSelfAttention(MultiHeadAttention):
     def __init__(self, config):
         super().__init__(config.d_model, config.n_head, config.n_kv_head, bias=config.bias,
                          dropout=config.dropout)
-        self.fused = config.fused_attention
+        self.fused = config.fused
         self.q_norm = _norm(config, self.d_k) if config.qk_norm else None
         self.k_norm = _norm(config, self.d_k) if config.qk_norm else None
         self.resid_dropout = nn.Dropout(config.dropout)
@@ -212,7 +215,7 @@ class GPT(nn.Module):
             flat = logits.reshape(-1, logits.shape[-1])
             if flat.dtype in (torch.float16, torch.bfloat16):
                 flat = flat.float()     # the softmax of a mixed-precision model in float32
-            loss = F.cross_entropy(flat, targets.reshape(-1), ignore_index=-100)
+            loss = cross_entropy(flat, targets.reshape(-1), ignore_index=-100)
         return logits, loss
 
     # ---- counting -------------------------------------------------------------------------

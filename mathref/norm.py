@@ -16,6 +16,7 @@ s = √(mean(x²) + ε)). See chapter 8.
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 __all__ = ["batch_norm", "layer_norm", "rms_norm", "BatchNorm1d", "LayerNorm", "RMSNorm",
@@ -64,19 +65,23 @@ def _check_param(p, shape, name):
 
 
 # ---------------------------------------------------------------------------- LayerNorm
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, manual_backward=False):
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, manual_backward=False,
+               fused=False):
     """LayerNorm over the trailing ``normalized_shape`` dimensions of each token:
 
         y = γ ⊙ (x − μ)/√(σ² + ε) + β,   μ = mean(x),  σ² = mean((x − μ)²)   (biased)
 
     with μ and σ² computed per token over its d features. Same signature and result as
-    ``torch.nn.functional.layer_norm``. See chapter 8.
+    ``torch.nn.functional.layer_norm``; ``fused=True`` calls that kernel (the fast path, tested
+    equal). See chapter 8.
     """
     shape = _shape_tuple(normalized_shape)
     _check_trailing(x, shape, "layer_norm")
     _check_param(weight, shape, "weight")
     _check_param(bias, shape, "bias")
     _check_eps(eps)
+    if fused:
+        return F.layer_norm(x, shape, weight, bias, eps)
     if manual_backward:
         d = math.prod(shape)
         flat = x.reshape(*x.shape[:x.dim() - len(shape)], d)
@@ -130,37 +135,40 @@ class LayerNorm(nn.Module):
     ``torch.nn.LayerNorm`` (same parameter names). See chapter 8."""
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
-                 manual_backward=False, device=None, dtype=None):
+                 manual_backward=False, fused=False, device=None, dtype=None):
         super().__init__()
         _check_eps(eps)
         self.normalized_shape = _shape_tuple(normalized_shape)
-        self.eps, self.manual_backward = eps, manual_backward
+        self.eps, self.manual_backward, self.fused = eps, manual_backward, fused
         kw = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.ones(self.normalized_shape, **kw)) if elementwise_affine else None
         self.bias = nn.Parameter(torch.zeros(self.normalized_shape, **kw)) if elementwise_affine and bias else None
 
     def forward(self, x):
         return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps,
-                          self.manual_backward)
+                          self.manual_backward, self.fused)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
 # ---------------------------------------------------------------------------- RMSNorm
-def rms_norm(x, normalized_shape, weight=None, eps=1e-5, manual_backward=False):
+def rms_norm(x, normalized_shape, weight=None, eps=1e-5, manual_backward=False, fused=False):
     """RMSNorm over the trailing ``normalized_shape`` dimensions of each token:
 
         y = γ ⊙ x / √(mean(x²) + ε)      (no centering, no β; γ optional)
 
     Note mean(x²) = ‖x‖²/d: the divisor is ‖x‖/√d, not ‖x‖. Same result as
     ``torch.nn.functional.rms_norm`` with the same eps (PyTorch's default eps=None means
-    the dtype's machine epsilon; the course uses 1e-5). See chapter 8.
+    the dtype's machine epsilon; the course uses 1e-5); ``fused=True`` calls that kernel.
+    See chapter 8.
     """
     shape = _shape_tuple(normalized_shape)
     _check_trailing(x, shape, "rms_norm")
     _check_param(weight, shape, "weight")
     _check_eps(eps)
+    if fused:
+        return F.rms_norm(x, shape, weight, eps)
     if manual_backward:
         d = math.prod(shape)
         flat = x.reshape(*x.shape[:x.dim() - len(shape)], d)
@@ -201,16 +209,17 @@ class RMSNorm(nn.Module):
     variant. Parameter name ``weight`` as in ``torch.nn.RMSNorm``. See chapter 8."""
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True,
-                 manual_backward=False, device=None, dtype=None):
+                 manual_backward=False, fused=False, device=None, dtype=None):
         super().__init__()
         _check_eps(eps)
         self.normalized_shape = _shape_tuple(normalized_shape)
-        self.eps, self.manual_backward = eps, manual_backward
+        self.eps, self.manual_backward, self.fused = eps, manual_backward, fused
         self.weight = (nn.Parameter(torch.ones(self.normalized_shape, device=device, dtype=dtype))
                        if elementwise_affine else None)
 
     def forward(self, x):
-        return rms_norm(x, self.normalized_shape, self.weight, self.eps, self.manual_backward)
+        return rms_norm(x, self.normalized_shape, self.weight, self.eps, self.manual_backward,
+                        self.fused)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}"

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from mathref.data import get_batch
 from mathref.device import autocast_dtype
+from mathref.optim import AdamW, clip_grad_norm_, decay_param_groups, warmup_cosine
 
 __all__ = ["TrainConfig", "configure_optimizer", "lr_at", "estimate_loss", "train",
            "save_checkpoint", "load_checkpoint", "NonFiniteLossError"]
@@ -35,7 +36,8 @@ class NonFiniteLossError(FloatingPointError):
 
 @dataclass
 class TrainConfig:
-    max_steps: int = 2000
+    max_steps: int = 2000          # the length of the schedule
+    stop_at: int = None            # stop early (checkpointing) as if interrupted; resume later
     batch_size: int = 12           # the global batch (split across processes under DDP)
     block_size: int = 64           # context length of the training windows
     lr: float = 1e-3
@@ -65,26 +67,18 @@ class TrainConfig:
                              f"grad_accum={self.grad_accum}")
 
 
-def configure_optimizer(model, lr, weight_decay, betas=(0.9, 0.99), foreach=None):
-    """AdamW with decoupled weight decay on matrices (and embeddings) only: biases and norm
-    gains (1-D parameters) are not decayed."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, foreach=foreach)
+def configure_optimizer(model, lr, weight_decay, betas=(0.9, 0.99), foreach=True):
+    """mathref's AdamW (decoupled weight decay, chapter 6) with decay on matrices (and
+    embeddings) only: biases and norm gains (1-D parameters) are not decayed."""
+    return AdamW(decay_param_groups(model, weight_decay), lr=lr, betas=betas,
+                 weight_decay=weight_decay, foreach=foreach)
 
 
 def lr_at(step, cfg):
-    """Linear warmup to cfg.lr over warmup_steps, then cosine decay to cfg.min_lr."""
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    decay_steps = cfg.decay_steps or cfg.max_steps
-    if step >= decay_steps:
-        return cfg.min_lr
-    progress = (step - cfg.warmup_steps) / max(1, decay_steps - cfg.warmup_steps)
-    return cfg.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)
+    """Linear warmup to cfg.lr over warmup_steps, then cosine decay to cfg.min_lr over
+    decay_steps (default max_steps): ``mathref.optim.warmup_cosine``."""
+    return warmup_cosine(step, cfg.warmup_steps, cfg.decay_steps or cfg.max_steps, cfg.lr,
+                         cfg.min_lr)
 
 
 def _autocast(device, enabled):
@@ -173,56 +167,80 @@ def train(model, train_data, val_data, cfg, device=None, resume_from=None):
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.autocast and autocast_dtype(device) == torch.float16)
     # history["seconds"]: training time only (evaluations are not counted)
     t0 = time.perf_counter() - (history["seconds"][-1] if history["seconds"] else 0.0)
-    bar = tqdm(range(start_step, cfg.max_steps), initial=start_step, total=cfg.max_steps,
+    end_step = cfg.max_steps if cfg.stop_at is None else min(cfg.stop_at, cfg.max_steps)
+    bar = tqdm(range(start_step, end_step), initial=start_step, total=cfg.max_steps,
                disable=not cfg.progress or rank != 0, desc="training", unit="step")
     model.train()
-    for step in bar:
-        lr = lr_at(step, cfg)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        total = 0.0
-        for micro_step in range(cfg.grad_accum):
-            x, y = get_batch(train_data, micro, cfg.block_size, generator)
-            rows = slice(rank * micro // world, (rank + 1) * micro // world)  # this process's share
-            x, y = x[rows].to(device), y[rows].to(device)
-            sync = world == 1 or micro_step == cfg.grad_accum - 1
-            context = net.no_sync() if not sync else contextlib.nullcontext()
-            with context, _autocast(device, cfg.autocast):
-                _, loss = net(x, y)
-                loss = loss / cfg.grad_accum
-            scaler.scale(loss).backward()
-            total += loss.item()
-        if world > 1:   # report the global mean loss (gradients are already averaged by DDP)
-            t = torch.tensor(total, dtype=torch.float64, device=device)
-            dist.all_reduce(t)
-            total = t.item() / world
-        if not math.isfinite(total):
-            raise NonFiniteLossError(
-                f"training loss is {total} at step {step} (lr {lr:.3g}): stopping. Lower the "
-                f"learning rate, check the data for bad ids, or enable gradient clipping.")
-        if cfg.grad_clip > 0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        scaler.step(optimizer)
-        scaler.update()
+    rng_before_step = None   # (step, torch RNG, batch RNG) when the current step began
+    try:
+        for step in bar:
+            rng_before_step = (step, torch.get_rng_state(), generator.get_state())
+            _train_step(net, model, optimizer, scaler, generator, train_data, cfg, step, device,
+                        rank, world, micro, history)
+            last = step == end_step - 1
+            if (cfg.eval_interval and (step + 1) % cfg.eval_interval == 0) or last:
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                history["seconds"].append(time.perf_counter() - t0)
+                eval_start = time.perf_counter()
+                val = estimate_loss(model, val_data, cfg, device)
+                t0 += time.perf_counter() - eval_start
+                history["eval_step"].append(step + 1)
+                history["val_loss"].append(val)
+                bar.set_postfix(train=f"{history['train_loss'][-1]:.3f}", val=f"{val:.3f}")
+            if cfg.checkpoint_path and rank == 0 and (
+                    last or (cfg.checkpoint_interval and (step + 1) % cfg.checkpoint_interval == 0)):
+                save_checkpoint(cfg.checkpoint_path, model, optimizer, step + 1, history,
+                                generator, cfg)
+    except KeyboardInterrupt:
+        # nothing lost on interruption: keep every finished step (resume with resume_from),
+        # with the random generators as they were when the unfinished step began
+        done = history["step"][-1] + 1 if history["step"] else start_step
+        if rng_before_step is not None and rng_before_step[0] == done:   # step `done` unfinished
+            torch.set_rng_state(rng_before_step[1])
+            generator.set_state(rng_before_step[2])
         optimizer.zero_grad(set_to_none=True)
-        history["step"].append(step)
-        history["train_loss"].append(total)
-        history["lr"].append(lr)
-        last = step == cfg.max_steps - 1
-        if (cfg.eval_interval and (step + 1) % cfg.eval_interval == 0) or last:
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            history["seconds"].append(time.perf_counter() - t0)
-            eval_start = time.perf_counter()
-            val = estimate_loss(model, val_data, cfg, device)
-            t0 += time.perf_counter() - eval_start
-            history["eval_step"].append(step + 1)
-            history["val_loss"].append(val)
-            bar.set_postfix(train=f"{total:.3f}", val=f"{val:.3f}")
-        if cfg.checkpoint_path and rank == 0 and (
-                last or (cfg.checkpoint_interval and (step + 1) % cfg.checkpoint_interval == 0)):
-            save_checkpoint(cfg.checkpoint_path, model, optimizer, step + 1, history, generator, cfg)
-    bar.close()
+        if cfg.checkpoint_path and rank == 0:
+            save_checkpoint(cfg.checkpoint_path, model, optimizer, done, history, generator, cfg)
+            print(f"\ninterrupted after step {done}; checkpoint saved to {cfg.checkpoint_path}")
+        raise
+    finally:
+        bar.close()
     return history
 
+
+def _train_step(net, model, optimizer, scaler, generator, train_data, cfg, step, device, rank,
+                world, micro, history):
+    """One optimizer step over grad_accum micro-batches (this process's rows of each)."""
+    lr = lr_at(step, cfg)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    total = 0.0
+    for micro_step in range(cfg.grad_accum):
+        x, y = get_batch(train_data, micro, cfg.block_size, generator)
+        rows = slice(rank * micro // world, (rank + 1) * micro // world)  # this process's share
+        x, y = x[rows].to(device), y[rows].to(device)
+        sync = world == 1 or micro_step == cfg.grad_accum - 1
+        context = net.no_sync() if not sync else contextlib.nullcontext()
+        with context, _autocast(device, cfg.autocast):
+            _, loss = net(x, y)
+            loss = loss / cfg.grad_accum
+        scaler.scale(loss).backward()
+        total += loss.item()
+    if world > 1:   # report the global mean loss (gradients are already averaged by DDP)
+        t = torch.tensor(total, dtype=torch.float64, device=device)
+        dist.all_reduce(t)
+        total = t.item() / world
+    if not math.isfinite(total):
+        raise NonFiniteLossError(
+            f"training loss is {total} at step {step} (lr {lr:.3g}): stopping. Lower the "
+            f"learning rate, check the data for bad ids, or enable gradient clipping.")
+    if cfg.grad_clip > 0:
+        scaler.unscale_(optimizer)
+        clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    history["step"].append(step)
+    history["train_loss"].append(total)
+    history["lr"].append(lr)

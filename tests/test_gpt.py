@@ -37,9 +37,9 @@ def test_style_defaults_and_validation():
 
 @pytest.mark.parametrize("style, extra", [("classic", {}), ("modern", {}),
                                           ("modern", {"activation": "swiglu", "n_kv_head": 2})])
-def test_fused_and_readable_attention_agree(float64_device, style, extra):
-    fused = model_for(tiny(style, fused_attention=True, **extra), float64_device)
-    readable = model_for(tiny(style, fused_attention=False, **extra), float64_device)
+def test_fused_and_readable_paths_agree(float64_device, style, extra):
+    fused = model_for(tiny(style, fused=True, **extra), float64_device)
+    readable = model_for(tiny(style, fused=False, **extra), float64_device)
     readable.load_state_dict(fused.state_dict())
     x = ids(3, 16, device=float64_device)
     torch.testing.assert_close(fused(x)[0], readable(x)[0], atol=1e-12, rtol=1e-10)

@@ -194,3 +194,23 @@ def test_bad_input_raises_clear_errors():
         norm.batch_norm(torch.randn(4, 3), training=False)
     with pytest.raises(ValueError, match="num_features"):
         norm.BatchNorm1d(0)
+
+
+@pytest.mark.parametrize("cls, kwargs", [(norm.LayerNorm, {}), (norm.LayerNorm, {"bias": False}),
+                                         (norm.RMSNorm, {}), (norm.RMSNorm, {"elementwise_affine": False})])
+def test_fused_fast_path_equals_the_readable_one(float64_device, cls, kwargs):
+    torch.manual_seed(0)
+    readable = cls(12, **kwargs).double().to(float64_device)
+    fused = cls(12, fused=True, **kwargs).double().to(float64_device)
+    with torch.no_grad():
+        for p in readable.parameters():
+            p.uniform_(0.5, 1.5)
+    fused.load_state_dict(readable.state_dict())
+    x = torch.randn(3, 5, 12, dtype=torch.float64, device=float64_device, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_()
+    a, b = readable(x), fused(x2)
+    torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
+    g = torch.randn_like(a)
+    a.backward(g)
+    b.backward(g)
+    torch.testing.assert_close(x.grad, x2.grad, atol=1e-12, rtol=1e-12)

@@ -88,15 +88,15 @@ def test_non_finite_loss_stops_with_a_clear_message():
 
 
 def test_resume_is_bitwise_exact(tmp_path):
-    """Train 8 steps straight == train 4, checkpoint, load into a fresh model, train 4 more
-    (with dropout on, so the random generators must be restored too)."""
+    """Train 8 steps straight == train 4 (stop_at), checkpoint, load into a fresh model, train
+    4 more (with dropout on, so the random generators must be restored too)."""
     model_a, tr, va, cfg = small_setup(max_steps=8)
     history_a = train(model_a, tr, va, cfg)
 
     path = tmp_path / "ckpt.pt"
-    cfg_b = TrainConfig(**{**cfg.__dict__, "checkpoint_path": str(path), "checkpoint_interval": 4})
     model_b, _, _, _ = small_setup()
-    _run_until(model_b, tr, va, cfg_b, stop_after=4)          # an interruption after step 4
+    train(model_b, tr, va, TrainConfig(**{**cfg.__dict__, "checkpoint_path": str(path),
+                                          "stop_at": 4}))
     assert load_checkpoint(path)["step"] == 4
 
     model_c, _, _, _ = small_setup()
@@ -107,27 +107,27 @@ def test_resume_is_bitwise_exact(tmp_path):
     assert history_a["train_loss"] == history_c["train_loss"]
 
 
-def _run_until(model, tr, va, cfg, stop_after):
-    """Train with the full schedule but stop (as an interruption would) after stop_after steps."""
-    class Stop(Exception):
-        pass
+def test_interrupting_saves_every_finished_step(tmp_path):
+    model_a, tr, va, cfg = small_setup(max_steps=6)
+    train(model_a, tr, va, cfg)
+    path = tmp_path / "ckpt.pt"
+    model_b, _, _, _ = small_setup()
+    calls = {"n": 0}
 
-    original = torch.optim.AdamW.step
-    count = {"n": 0}
+    def interrupt_on_third_forward(module, args):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
 
-    def counting_step(self, *a, **k):
-        if count["n"] == stop_after:
-            raise Stop
-        count["n"] += 1
-        return original(self, *a, **k)
-
-    torch.optim.AdamW.step = counting_step
-    try:
-        train(model, tr, va, cfg)
-    except Stop:
-        pass
-    finally:
-        torch.optim.AdamW.step = original
+    handle = model_b.register_forward_pre_hook(interrupt_on_third_forward)
+    with pytest.raises(KeyboardInterrupt):
+        train(model_b, tr, va, TrainConfig(**{**cfg.__dict__, "checkpoint_path": str(path)}))
+    handle.remove()
+    assert load_checkpoint(path)["step"] == 2
+    model_c, _, _, _ = small_setup()
+    train(model_c, tr, va, cfg, resume_from=path)
+    for a, c in zip(model_a.parameters(), model_c.parameters()):
+        assert torch.equal(a, c)
 
 
 def test_ddp_on_two_cpu_processes_matches_single_process(tmp_path):
