@@ -1,0 +1,111 @@
+"""mathref's fast paths against PyTorch's own, timed side by side in one run (ratios only).
+
+    python benchmarks/fused_paths.py [--device cuda]
+
+- AdamW: one step of mathref.optim.AdamW(foreach=True) vs torch.optim.AdamW(foreach=True) on
+  the parameters of a GPT (nanoGPT's CPU size, or its GPU size on CUDA).
+- Attention: forward + backward of mathref.attention.MultiHeadAttention(fused=True) vs
+  torch.nn.MultiheadAttention with the same sizes and a causal mask.
+- For reference, the readable paths (plain AdamW loop, mathref's written-out attention) against
+  the same baselines.
+
+Each pair is timed alternately, many rounds, and the ratio of medians is printed (< 1.1 is the
+target for the fused paths).
+"""
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mathref.attention import MultiHeadAttention  # noqa: E402
+from mathref.gpt import GPT, GPTConfig  # noqa: E402
+from mathref.optim import AdamW  # noqa: E402
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, device):
+    sync(device)
+    start = time.perf_counter()
+    fn()
+    sync(device)
+    return time.perf_counter() - start
+
+
+def compare(name, ours, theirs, device, rounds, warmup=5):
+    for _ in range(warmup):
+        ours()
+        theirs()
+    a, b = [], []
+    for _ in range(rounds):           # alternate, so drifts in machine load hit both alike
+        a.append(timed(ours, device))
+        b.append(timed(theirs, device))
+    ratio = statistics.median(a) / statistics.median(b)
+    print(f"{name:58s} {ratio:6.2f}")
+    return ratio
+
+
+def adamw_pair(device, foreach, size):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=65, **size)).to(device)
+    twin = GPT(GPTConfig(vocab_size=65, **size)).to(device)
+    twin.load_state_dict(model.state_dict())
+    for m in (model, twin):
+        for p in m.parameters():
+            p.grad = torch.randn_like(p) * 1e-3
+    ours = AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, foreach=foreach)
+    theirs = torch.optim.AdamW(twin.parameters(), lr=1e-3, weight_decay=0.1, foreach=True)
+    return ours.step, theirs.step
+
+
+def attention_pair(device, fused, B, T, d, H):
+    torch.manual_seed(0)
+    ref = nn.MultiheadAttention(d, H, batch_first=True).to(device)
+    ours = MultiHeadAttention.from_torch(ref)
+    x = torch.randn(B, T, d, device=device, requires_grad=True)
+    blocked = torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
+
+    def run_ours():
+        ours(x, is_causal=True, fused=fused).sum().backward()
+
+    def run_theirs():
+        ref(x, x, x, attn_mask=blocked, need_weights=False)[0].sum().backward()
+
+    return run_ours, run_theirs
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rounds", type=int, default=50)
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        size = dict(n_layer=6, n_head=6, d_model=384, block_size=256)
+        B, T, d, H = 64, 256, 384, 6
+    else:
+        size = dict(n_layer=4, n_head=4, d_model=128, block_size=64)
+        B, T, d, H = 12, 64, 128, 4
+    print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}")
+    print(f"{'time ratio, mathref / PyTorch (median of ' + str(args.rounds) + ' alternating runs)':58s} ratio")
+    compare("AdamW step, foreach (fast path) vs torch.optim.AdamW",
+            *adamw_pair(device, True, size), device, args.rounds)
+    compare("AdamW step, plain loop (readable) vs torch.optim.AdamW",
+            *adamw_pair(device, False, size), device, args.rounds)
+    compare(f"attention fwd+bwd, fused (SDPA) vs nn.MultiheadAttention",
+            *attention_pair(device, True, B, T, d, H), device, args.rounds)
+    compare(f"attention fwd+bwd, readable vs nn.MultiheadAttention",
+            *attention_pair(device, False, B, T, d, H), device, args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
