@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 __all__ = ["use_course_style", "new_axes", "plot_descent_1d", "plot_learning_rate",
-           "learning_rate_grid", "plot_contour_paths"]
+           "learning_rate_grid", "plot_contour_paths", "plot_soft_lookup", "soft_lookup_grid"]
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
 
@@ -115,3 +115,31 @@ def plot_contour_paths(loss, paths=None, xlim=(-2, 2), ylim=(-2, 2), ax=None, le
     if paths:
         ax.legend(fontsize=8, loc="best")
     return ax
+
+
+# ---- chapter 09 ----
+def plot_soft_lookup(scores, temperature, ax=None):
+    """Bars of the softmax weights w = softmax(s / τ) over keys, the best key (hard argmax)
+    in red, with the entropy of w in the title. See chapter 9."""
+    if ax is None:
+        _, ax = new_axes()
+    s = torch.as_tensor(_to_numpy(scores), dtype=torch.float64)
+    w = torch.softmax(s / temperature, dim=-1)
+    entropy = -(w * torch.log(w.clamp_min(1e-300))).sum().item()
+    colors = [COLORS[0]] * len(s)
+    colors[int(s.argmax())] = COLORS[1]
+    ax.bar(np.arange(len(s)), w.numpy(), color=colors)
+    ax.set_ylim(0, 1.05)
+    ax.set_xticks(np.arange(len(s)))
+    ax.set_xlabel("key j")
+    ax.set_ylabel("weight w_j")
+    ax.set_title(f"τ = {temperature:g}: entropy {entropy:.2f} nats")
+    return ax
+
+
+def soft_lookup_grid(scores, temperatures):
+    """The static twin of ``widgets.temperature_explorer``: one panel per temperature."""
+    fig, axes = new_axes(ncols=len(temperatures), width=3.0, height=2.6)
+    for ax, tau in zip(np.atleast_1d(axes), temperatures):
+        plot_soft_lookup(scores, tau, ax=ax)
+    return fig
