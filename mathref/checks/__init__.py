@@ -5,3 +5,4 @@ exercise label to its checker.
 from mathref.checks.core import CHECKS, CheckFailure, ExerciseCheckFailed, exercise
 from mathref.checks.ch01 import *  # noqa: F401,F403
 from mathref.checks.ch09 import *  # noqa: F401,F403
+from mathref.checks.ch10 import *  # noqa: F401,F403
