@@ -11,7 +11,8 @@ import torch
 __all__ = ["use_course_style", "new_axes", "plot_descent_1d", "plot_learning_rate",
            "learning_rate_grid", "plot_contour_paths", "plot_softmax_temperature",
            "softmax_temperature_grid", "plot_decision_regions", "plot_activation",
-           "RACE_PROBLEMS", "race_optimizers", "race_paths", "plot_optimizer_race"]
+           "RACE_PROBLEMS", "race_optimizers", "race_paths", "plot_optimizer_race",
+           "plot_soft_lookup", "soft_lookup_grid"]
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
 
@@ -267,3 +268,29 @@ def plot_optimizer_race(problem, steps, lr_scale=1.0, momentum=0.9, weight_decay
                 title=f"loss per step (lr × {lr_scale:g})")
     axes[1].legend(fontsize=8)
     return paths
+# ---- chapter 09 ----
+def plot_soft_lookup(scores, temperature, ax=None):
+    """Bars of the softmax weights w = softmax(s / τ) over keys, the best key (hard argmax)
+    in red, with the entropy of w in the title. See chapter 9."""
+    if ax is None:
+        _, ax = new_axes()
+    s = torch.as_tensor(_to_numpy(scores), dtype=torch.float64)
+    w = torch.softmax(s / temperature, dim=-1)
+    entropy = -(w * torch.log(w.clamp_min(1e-300))).sum().item()
+    colors = [COLORS[0]] * len(s)
+    colors[int(s.argmax())] = COLORS[1]
+    ax.bar(np.arange(len(s)), w.numpy(), color=colors)
+    ax.set_ylim(0, 1.05)
+    ax.set_xticks(np.arange(len(s)))
+    ax.set_xlabel("key j")
+    ax.set_ylabel("weight w_j")
+    ax.set_title(f"τ = {temperature:g}: entropy {entropy:.2f} nats")
+    return ax
+
+
+def soft_lookup_grid(scores, temperatures):
+    """The static twin of ``widgets.temperature_explorer``: one panel per temperature."""
+    fig, axes = new_axes(ncols=len(temperatures), width=3.0, height=2.6)
+    for ax, tau in zip(np.atleast_1d(axes), temperatures):
+        plot_soft_lookup(scores, tau, ax=ax)
+    return fig

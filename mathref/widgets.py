@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 from mathref import viz
 
 __all__ = ["learning_rate_explorer", "softmax_temperature_explorer",
-           "optimizer_race_explorer"]
+           "optimizer_race_explorer", "temperature_explorer"]
 
 
 def _ipywidgets():
@@ -74,3 +74,21 @@ def optimizer_race_explorer(problem="ravine", steps=200, lr_scale=1.0, momentum=
                                         description="lr ×", continuous_update=False),
         momentum=widgets.FloatSlider(value=momentum, min=0.0, max=0.99, step=0.01,
                                      description="β", continuous_update=False))
+# ---- chapter 09 ----
+def temperature_explorer(scores, temperature=1.0, log10_min=-2.0, log10_max=2.0):
+    """A slider over log₁₀ τ for the soft lookup w = softmax(s / τ). See chapter 9.
+
+    Draws with ``viz.plot_soft_lookup``, like its static twin ``viz.soft_lookup_grid``.
+    """
+    import math
+
+    widgets = _ipywidgets()
+
+    def draw(log10_tau):
+        viz.plot_soft_lookup(scores, 10 ** log10_tau)
+        plt.show()
+
+    slider = widgets.FloatSlider(value=math.log10(temperature), min=log10_min, max=log10_max,
+                                 step=0.05, description="log₁₀ τ", continuous_update=False,
+                                 readout_format=".2f")
+    return widgets.interactive(draw, log10_tau=slider)

@@ -10,3 +10,5 @@ from mathref.checks.ch03 import *  # noqa: F401,F403
 from mathref.checks.ch08 import *  # noqa: F401,F403
 from mathref.checks.ch06 import *  # noqa: F401,F403
 from mathref.checks.ch02 import *  # noqa: F401,F403
+from mathref.checks.ch09 import *  # noqa: F401,F403
+from mathref.checks.ch10 import *  # noqa: F401,F403

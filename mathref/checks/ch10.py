@@ -1,0 +1,127 @@
+"""Checkers for chapter 10: tokenization and embeddings."""
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+
+from mathref.checks.core import CheckFailure, exercise, expect, expect_callable
+
+__all__ = ["check_ch10_merge_pair", "check_ch10_most_frequent_pair",
+           "check_ch10_one_hot_embedding", "check_ch10_tied_logits"]
+
+
+def _merge(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+@exercise("ch10-merge-pair")
+def check_ch10_merge_pair(merge_pair):
+    """merge_pair(ids, pair, new_id): every occurrence of pair, left to right, becomes new_id."""
+    expect_callable(merge_pair, "merge_pair(ids, pair, new_id)")
+    cases = [([1, 2, 3, 1, 2], (1, 2), 9, "two separate occurrences"),
+             ([5, 6, 7], (6, 7), 256, "a pair at the end"),
+             ([4, 4, 4], (4, 4), 300, "an overlapping run [4, 4, 4]"),
+             ([4, 4, 4, 4], (4, 4), 300, "a run of four"),
+             ([1, 2], (2, 1), 7, "a pair that does not occur"),
+             ([3], (3, 3), 8, "a single token"),
+             ([], (1, 2), 8, "an empty list"),
+             (list(b"the theme"), (ord("t"), ord("h")), 256, "the bytes of 'the theme'")]
+    for ids, pair, new_id, what in cases:
+        original = list(ids)
+        got = merge_pair(list(ids), pair, new_id)
+        try:
+            got = [int(x) for x in got]
+        except TypeError:
+            raise CheckFailure(f"{what}: expected a list of ids, got {type(got).__name__}") from None
+        want = _merge(original, pair, new_id)
+        expect(got == want, f"{what}: merging {pair} → {new_id} in {original} should give "
+                            f"{want}, got {got}")
+    return "left to right, non-overlapping, as BPE encoding applies a merge"
+
+
+def _best(chunks):
+    counts = Counter()
+    for ids in chunks:
+        for p in zip(ids, ids[1:]):
+            counts[p] += 1
+    return max(counts.items(), key=lambda kv: (kv[1], -kv[0][0], -kv[0][1]))[0]
+
+
+@exercise("ch10-most-frequent-pair")
+def check_ch10_most_frequent_pair(most_frequent_pair):
+    """most_frequent_pair(chunks): the adjacent pair occurring most often inside the chunks
+    (never across two chunks); ties go to the smallest pair (a, b)."""
+    expect_callable(most_frequent_pair, "most_frequent_pair(chunks)")
+    cases = [([[1, 2, 3], [1, 2], [2, 3, 4]], "(1, 2) and (2, 3) tie: the smaller pair wins"),
+             ([[5, 5, 5, 5], [1, 2]], "a run of four 5s has three (5, 5) pairs"),
+             ([[1, 9], [2, 9], [2, 9], [2, 5], [5, 6]], "(9, 2) only occurs across chunks, so it does not count"),
+             ([[7, 8], [7, 8], [3, 1, 2], [1, 2]], "(7, 8) twice and (1, 2) twice: the tie goes to (1, 2)"),
+             ([list(b" low"), list(b" lower"), list(b" newest"), list(b" widest")],
+              "bytes of four words")]
+    for chunks, what in cases:
+        got = most_frequent_pair([list(c) for c in chunks])
+        try:
+            got = tuple(int(x) for x in got)
+        except TypeError:
+            raise CheckFailure(f"{what}: expected a pair (a, b), got {got!r}") from None
+        want = _best(chunks)
+        expect(got == want, f"{what}: in {chunks} expected {want}, got {got}")
+    return "counts inside chunks, ties to the smallest pair"
+
+
+@exercise("ch10-one-hot-embedding")
+def check_ch10_one_hot_embedding(embed_one_hot):
+    """embed_one_hot(ids, E): one_hot(ids, V) @ E with V = E.shape[0], shape [..., d]."""
+    expect_callable(embed_one_hot, "embed_one_hot(ids, E)")
+    gen = torch.Generator().manual_seed(10)
+    E = torch.randn(12, 5, generator=gen, dtype=torch.float64)
+    for ids, what in [(torch.tensor([3, 0, 3, 7]), "ids [3, 0, 3, 7]"),
+                      (torch.tensor([[1, 2], [11, 4]]), "a batch of shape [2, 2] using the last row"),
+                      (torch.tensor([2, 2, 5]), "ids that do not reach the last row")]:
+        got = embed_one_hot(ids, E)
+        expect(isinstance(got, torch.Tensor), f"{what}: expected a tensor, got {type(got).__name__}")
+        want = E[ids]
+        expect(tuple(got.shape) == tuple(want.shape), f"{what}: expected shape "
+               f"{tuple(want.shape)}, got {tuple(got.shape)}")
+        expect(torch.allclose(got.to(torch.float64), want, rtol=1e-12, atol=1e-12),
+               f"{what}: the rows differ from E[ids]")
+    # the product must carry gradient to E: exactly the used rows, summed over repeats
+    W = E.clone().requires_grad_(True)
+    ids = torch.tensor([3, 0, 3])
+    out = embed_one_hot(ids, W)
+    expect(out.requires_grad, "the result should depend on E through autograd (use a product, "
+                              "not a detached copy)")
+    out.sum().backward()
+    want = torch.zeros_like(E)
+    want[0] = 1
+    want[3] = 2
+    expect(torch.allclose(W.grad, want), "the gradient with respect to E should be 1 in row 0, "
+                                         "2 in row 3 (used twice) and 0 elsewhere")
+    return "one_hot(ids) @ E = E[ids], and only the used rows get gradient"
+
+
+@exercise("ch10-tied-logits")
+def check_ch10_tied_logits(tied_logits):
+    """tied_logits(h, E): logits = h Eᵀ for hidden states h [..., d] and the embedding E [V, d]."""
+    expect_callable(tied_logits, "tied_logits(h, E)")
+    gen = torch.Generator().manual_seed(11)
+    E = torch.randn(9, 4, generator=gen, dtype=torch.float64)
+    for shape in [(4,), (3, 4), (2, 5, 4)]:
+        h = torch.randn(*shape, generator=gen, dtype=torch.float64)
+        got = tied_logits(h, E)
+        expect(isinstance(got, torch.Tensor), f"expected a tensor, got {type(got).__name__}")
+        want = F.linear(h, E)
+        expect(tuple(got.shape) == tuple(want.shape), f"h of shape {shape}: expected logits of "
+               f"shape {tuple(want.shape)} (one per vocabulary entry), got {tuple(got.shape)}")
+        expect(torch.allclose(got.to(torch.float64), want, rtol=1e-10, atol=1e-12),
+               f"h of shape {shape}: the logits differ from h Eᵀ")
+    # logit of token j for h = E[j] is ‖E[j]‖²: the token's own embedding scores itself highly
+    return "logits = h Eᵀ, the same matrix as the input lookup"

@@ -1,0 +1,239 @@
+"""mathref.tokenizers: exact round trips (hypothesis), the BPE hand trace, training against a
+from-scratch oracle, save/load, and the embedding lookup against nn.Embedding."""
+import re
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
+from torch import nn
+
+from mathref import tokenizers as tk
+from mathref.tokenizers import BPETokenizer, CharTokenizer
+
+# Hypothesis keeps caches in ./.hypothesis by default; keep the checkout clean (pytest would
+# otherwise warn about that folder on every later run).
+set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "mathref-hypothesis")
+
+TRACE_TEXT = ("low low low low low lower lower newest newest newest newest newest newest "
+              "widest widest widest")
+SAMPLE = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n"
+          "First Citizen:\nYou are all resolved rather to die than to famish?\n") * 3
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return BPETokenizer.train(SAMPLE + "naïve café, 東京 🙂 " * 3, 256 + 60,
+                              special_tokens=("<|bos|>", "<|eos|>", "<|pad|>"))
+
+
+def naive_train(text, num_merges, pattern=tk.GPT2_SPLIT_PATTERN):
+    """Oracle: recount every pair from scratch before each merge, apply merges to every chunk."""
+    chunks = [list(m.encode("utf-8")) for m in re.findall(pattern, text)]
+    merges, merged_counts = [], []
+    for r in range(num_merges):
+        counts = Counter()
+        for ids in chunks:
+            for i in range(len(ids) - 1):
+                counts[(ids[i], ids[i + 1])] += 1
+        best = max(sorted(counts), key=lambda p: counts[p])  # first in sorted order wins ties
+        merges.append(best)
+        merged_counts.append(counts[best])
+        new_chunks = []
+        for ids in chunks:
+            out, i = [], 0
+            while i < len(ids):
+                if i + 1 < len(ids) and (ids[i], ids[i + 1]) == best:
+                    out.append(256 + r)
+                    i += 2
+                else:
+                    out.append(ids[i])
+                    i += 1
+            new_chunks.append(out)
+        chunks = new_chunks
+    return merges, merged_counts
+
+
+def apply_merges_in_order(data, merges):
+    """Oracle for encoding: apply each merge, in training order, to every chunk."""
+    ids = []
+    for m in re.findall(tk.GPT2_SPLIT_PATTERN, data.decode("utf-8", "surrogateescape")):
+        chunk = list(m.encode("utf-8", "surrogateescape"))
+        for r, (a, b) in enumerate(merges):
+            chunk = tk.merge_pair(chunk, (a, b), 256 + r)
+        ids += chunk
+    return ids
+
+
+def test_hand_trace_of_bpe_training():
+    # Counted by hand in chapter 10: e+s and s+t both occur 9 times (ties go to the smaller
+    # pair, 'e' < 's'), then es+t (9), l+o (7, tied with o+w), lo+w (7), then ' '+n (6, the
+    # smallest of five pairs tied at 6).
+    tok = BPETokenizer.train(TRACE_TEXT, 256 + 5)
+    assert [tok.token_bytes(256 + r) for r in range(5)] == [b"es", b"est", b"lo", b"low", b" n"]
+    assert tok.merges[:2] == [(ord("e"), ord("s")), (256, ord("t"))]
+    ids = tok.encode(" lowest")
+    assert [tok.token_bytes(i) for i in ids] == [b" ", b"low", b"est"]
+
+
+def test_pair_counts_and_most_frequent_pair_by_hand():
+    chunks = [[1, 2, 3], [1, 2], [3, 1]]
+    assert tk.pair_counts(chunks) == Counter({(1, 2): 2, (2, 3): 1, (3, 1): 1})
+    assert tk.pair_counts(chunks, [1, 5, 7]) == Counter({(1, 2): 6, (2, 3): 1, (3, 1): 7})
+    assert tk.most_frequent_pair(Counter({(5, 1): 3, (2, 9): 3, (1, 1): 2})) == (2, 9)
+    assert tk.merge_pair([7, 7, 7], (7, 7), 9) == [9, 7]
+    assert tk.merge_pair([1, 2, 1, 2, 3], (1, 2), 9) == [9, 9, 3]
+    with pytest.raises(ValueError, match="no pairs"):
+        tk.most_frequent_pair(Counter())
+
+
+@pytest.mark.parametrize("text, merges", [(TRACE_TEXT, 12), (SAMPLE, 40),
+                                          ("aaaaaaa bbb aaaa ab ab abab", 6)])
+def test_incremental_training_equals_recounting_from_scratch(text, merges):
+    tok = BPETokenizer.train(text, 256 + merges)
+    assert (tok.merges, tok.merge_counts) == naive_train(text, merges)
+
+
+def test_encoding_applies_merges_in_training_order(trained):
+    for text in [SAMPLE, "the lowest widest resolved speak", "naïve 東京 🙂", "x" * 17]:
+        data = text.encode("utf-8")
+        assert trained.encode_bytes(data) == apply_merges_in_order(data, trained.merges)
+
+
+def test_split_pattern_covers_every_character():
+    text = "Hello, world!  It's 2024\t\n\n naïve_snake 東京🙂 \x00\u2028"
+    assert "".join(re.findall(tk.GPT2_SPLIT_PATTERN, text)) == text
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.text())
+def test_bpe_round_trip_of_any_str(text):
+    tok = BPE_FOR_PROPERTY
+    assert tok.decode(tok.encode(text)) == text
+    assert tok.decode(tok.encode(text, allowed_special=False)) == text
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.binary())
+def test_bpe_round_trip_of_any_bytes(data):
+    assert BPE_FOR_PROPERTY.decode_bytes(BPE_FOR_PROPERTY.encode_bytes(data)) == data
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(st.text(min_size=1, max_size=200))
+def test_char_tokenizer_round_trip_of_any_str(text):
+    tok = CharTokenizer.from_text(text)
+    ids = tok.encode(text)
+    assert len(ids) == len(text) and max(ids) < tok.vocab_size
+    assert tok.decode(ids) == text
+
+
+@settings(max_examples=50, deadline=None, database=None)
+@given(st.text(min_size=2, max_size=300), st.integers(1, 30))
+def test_bpe_trained_on_any_text_round_trips_it(text, merges):
+    try:
+        tok = BPETokenizer.train(text, 256 + merges)
+    except ValueError as err:  # a text too short for that many merges
+        assert "allows only" in str(err)
+        return
+    assert tok.decode(tok.encode(text)) == text
+    assert len(tok.encode(text)) <= len(text.encode("utf-8"))
+
+
+BPE_FOR_PROPERTY = BPETokenizer.train(SAMPLE + "naïve café, 東京 🙂 <|eos|>", 256 + 50,
+                                      special_tokens=("<|bos|>", "<|eos|>"))
+
+
+def test_special_tokens(trained):
+    bos, eos, pad = (trained.special_tokens[s] for s in ("<|bos|>", "<|eos|>", "<|pad|>"))
+    assert (bos, eos, pad) == (316 - 3, 316 - 2, 316 - 1) and trained.vocab_size == 316
+    ids = trained.encode("<|bos|>Speak, speak.<|eos|>")
+    assert ids[0] == bos and ids[-1] == eos and bos not in ids[1:-1]
+    assert trained.decode(ids) == "<|bos|>Speak, speak.<|eos|>"
+    plain = trained.encode("<|bos|>", allowed_special=False)
+    assert bos not in plain and trained.decode(plain) == "<|bos|>"
+
+
+def test_save_load_round_trip(trained, tmp_path):
+    path = tmp_path / "bpe.json"
+    trained.save(path)
+    loaded = BPETokenizer.load(path)
+    assert loaded.merges == trained.merges and loaded.special_tokens == trained.special_tokens
+    assert loaded.vocab == trained.vocab
+    for text in [SAMPLE, "naïve café <|eos|> 🙂"]:
+        assert loaded.encode(text) == trained.encode(text)
+    (tmp_path / "other.json").write_text('{"type": "something else"}')
+    with pytest.raises(ValueError, match="not a saved"):
+        BPETokenizer.load(tmp_path / "other.json")
+
+
+def test_tiny_shakespeare_prefix_compresses_and_round_trips(shakespeare_dir):
+    text = (shakespeare_dir / "tinyshakespeare.txt").read_text(encoding="utf-8")
+    tok = BPETokenizer.train(text[:100_000], 256 + 200)
+    held_out = text[-20_000:]
+    ids = tok.encode(held_out)
+    assert tok.decode(ids) == held_out
+    assert len(held_out.encode("utf-8")) / len(ids) > 1.6  # 200 merges: about 1.7 bytes/token
+    assert tok.encode(" the") == [tok.encode(" the")[0]]  # a single token, space included
+
+
+def test_bad_inputs_raise_clear_errors(trained):
+    with pytest.raises(ValueError, match="vocab_size"):
+        BPETokenizer.train("abc", 255)
+    with pytest.raises(ValueError, match="allows only"):
+        BPETokenizer.train("ab", 256 + 3)
+    with pytest.raises(TypeError, match="str"):
+        trained.encode(b"bytes")
+    with pytest.raises(ValueError, match="out of range"):
+        trained.decode([trained.vocab_size])
+    with pytest.raises(ValueError, match="alphabet"):
+        CharTokenizer.from_text("abc").encode("abd")
+    with pytest.raises(ValueError, match="does not exist"):
+        BPETokenizer([(300, 1)])
+
+
+def test_embedding_lookup_equals_one_hot_product_and_nn_embedding(float64_device):
+    gen = torch.Generator().manual_seed(0)
+    table = nn.Embedding(11, 5, dtype=torch.float64).to(float64_device)
+    ids = torch.randint(0, 11, (3, 7), generator=gen).to(float64_device)
+    torch.testing.assert_close(tk.embed(ids, table.weight), table(ids), rtol=0, atol=0)
+    torch.testing.assert_close(tk.embed_one_hot(ids, table.weight), table(ids))
+    ours = tk.Embedding(11, 5, device=float64_device, dtype=torch.float64)
+    ours.weight.data.copy_(table.weight.data)
+    torch.testing.assert_close(ours(ids), F.embedding(ids, table.weight))
+
+
+def test_embedding_gradients_match_nn_embedding(float64_device):
+    gen = torch.Generator().manual_seed(1)
+    W = torch.randn(9, 4, generator=gen, dtype=torch.float64).to(float64_device)
+    ids = torch.tensor([[2, 5, 2], [7, 2, 0]], device=float64_device)
+    up = torch.randn(2, 3, 4, generator=gen, dtype=torch.float64).to(float64_device)
+    grads = []
+    for f in (tk.embed, tk.embed_one_hot, lambda i, w: F.embedding(i, w)):
+        w = W.clone().requires_grad_(True)
+        (f(ids, w) * up).sum().backward()
+        grads.append(w.grad)
+    torch.testing.assert_close(grads[0], grads[2])
+    torch.testing.assert_close(grads[1], grads[2])
+    # only the used rows get gradient, and row 2 (used three times) gets the sum
+    used = torch.zeros(9, dtype=torch.bool, device=float64_device)
+    used[ids.flatten()] = True
+    assert (grads[0][~used] == 0).all() and (grads[0][used].abs().sum(-1) > 0).all()
+    torch.testing.assert_close(grads[0][2], up[0, 0] + up[0, 2] + up[1, 1])
+    assert torch.autograd.gradcheck(lambda w: tk.embed_one_hot(ids, w),
+                                    (W.clone().requires_grad_(True),))
+
+
+def test_embedding_rejects_ids_outside_the_table():
+    W = torch.randn(5, 3)
+    with pytest.raises(IndexError, match="num_embeddings must exceed the largest id"):
+        tk.embed(torch.tensor([0, 5]), W)
+    with pytest.raises(IndexError, match=r"\[0, 5\)"):
+        tk.Embedding(5, 3)(torch.tensor([-1]))
+    with pytest.raises(TypeError, match="integer tensor"):
+        tk.embed_one_hot(torch.tensor([0.0, 1.0]), W)
