@@ -4,11 +4,11 @@ exercise label to its checker.
 """
 from mathref.checks.core import CHECKS, CheckFailure, ExerciseCheckFailed, exercise
 from mathref.checks.ch01 import *  # noqa: F401,F403
+from mathref.checks.ch02 import *  # noqa: F401,F403
+from mathref.checks.ch03 import *  # noqa: F401,F403
 from mathref.checks.ch04 import *  # noqa: F401,F403
 from mathref.checks.ch05 import *  # noqa: F401,F403
-from mathref.checks.ch03 import *  # noqa: F401,F403
-from mathref.checks.ch08 import *  # noqa: F401,F403
 from mathref.checks.ch06 import *  # noqa: F401,F403
-from mathref.checks.ch02 import *  # noqa: F401,F403
+from mathref.checks.ch08 import *  # noqa: F401,F403
 from mathref.checks.ch09 import *  # noqa: F401,F403
 from mathref.checks.ch10 import *  # noqa: F401,F403
