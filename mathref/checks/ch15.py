@@ -1,0 +1,112 @@
+"""Checkers for chapter 15: efficient attention and scaling."""
+import math
+
+from mathref.checks.core import exercise, expect, expect_callable, expect_close
+
+__all__ = ["check_ch15_kv_cache_bytes", "check_ch15_crossover_length",
+           "check_ch15_flops_per_token", "check_ch15_merge_softmax_states",
+           "check_ch15_loss_scale_update"]
+
+
+@exercise("ch15-kv-cache-bytes")
+def check_ch15_kv_cache_bytes(kv_cache_size):
+    """kv_cache_size(n_layers, batch, n_kv_heads, seq_len, d_head, bytes_per_element)."""
+    expect_callable(kv_cache_size, "kv_cache_size(n_layers, batch, n_kv_heads, seq_len, d_head, "
+                                   "bytes_per_element)")
+    cases = [((32, 1, 32, 4096, 128, 2), 2 * 1024 ** 3),       # Llama-2-7B-like, fp16: 2 GiB
+             ((80, 1, 8, 4096, 128, 2), 1280 * 1024 ** 2),     # 70B-like with 8 KV heads
+             ((12, 4, 12, 1024, 64, 4), 2 * 12 * 4 * 12 * 1024 * 64 * 4),
+             ((1, 1, 1, 1, 1, 1), 2), ((3, 5, 2, 7, 6, 1), 2 * 3 * 5 * 2 * 7 * 6)]
+    for args, want in cases:
+        got = kv_cache_size(*args)
+        expect_close(got, want, f"kv_cache_size{args}", rtol=1e-12, atol=0)
+    return "2 · L · B · H_kv · T · d_head · bytes: keys and values of every layer"
+
+
+@exercise("ch15-crossover-length")
+def check_ch15_crossover_length(crossover_length):
+    """crossover_length(d, d_ff): the T at which attention's 4T²d FLOPs equal the matrices'
+    8Td² + 4T·d·d_ff, i.e. T* = 2d + d_ff (6d when d_ff = 4d)."""
+    expect_callable(crossover_length, "crossover_length(d, d_ff)")
+    for d, d_ff in ((768, 3072), (128, 512), (4096, 11008), (64, 64), (1000, 1)):
+        got = crossover_length(d, d_ff)
+        expect_close(got, 2 * d + d_ff, f"crossover_length(d={d}, d_ff={d_ff})", rtol=1e-9)
+        T = float(got)
+        expect_close(4 * T * T * d, 8 * T * d * d + 4 * T * d * d_ff,
+                     f"attention vs matrices at your T for d={d}", rtol=1e-9)
+    return "T* = 2d + d_ff, so 6d for the standard d_ff = 4d"
+
+
+@exercise("ch15-flops-per-token")
+def check_ch15_flops_per_token(flops_per_token):
+    """flops_per_token(n_params, n_layer, d_model, T) = 6N + 12·L·d·T."""
+    expect_callable(flops_per_token, "flops_per_token(n_params, n_layer, d_model, T)")
+    cases = [(85_000_000, 12, 768, 1024), (801_664, 4, 128, 64), (1, 1, 1, 1),
+             (7_000_000_000, 32, 4096, 4096), (1000, 2, 10, 0)]
+    for N, L, d, T in cases:
+        expect_close(flops_per_token(N, L, d, T), 6 * N + 12 * L * d * T,
+                     f"flops_per_token(N={N}, L={L}, d={d}, T={T})", rtol=1e-12)
+    return "forward 2N + 4LdT, backward twice that"
+
+
+@exercise("ch15-merge-softmax-states")
+def check_ch15_merge_softmax_states(merge_softmax_states):
+    """merge_softmax_states(m1, l1, acc1, m2, l2, acc2) → (m, l, acc) for two parts of a row."""
+    import torch
+
+    expect_callable(merge_softmax_states, "merge_softmax_states(m1, l1, acc1, m2, l2, acc2)")
+
+    def state(s, v):
+        m = s.max()
+        p = torch.exp(s - m)
+        return m, p.sum(), p @ v
+
+    g = torch.Generator().manual_seed(15)
+    for n1, n2, spread in ((3, 4, 1.0), (5, 2, 30.0), (1, 6, 300.0), (4, 4, 0.1)):
+        s = torch.randn(n1 + n2, generator=g, dtype=torch.float64) * spread
+        v = torch.randn(n1 + n2, 3, generator=g, dtype=torch.float64)
+        if spread == 300.0:
+            s[n1:] += 2000.0     # the second block's max is far above the first's
+        m, l, acc = merge_softmax_states(*state(s[:n1], v[:n1]), *state(s[n1:], v[n1:]))
+        m, l, acc = (torch.as_tensor(t, dtype=torch.float64) for t in (m, l, acc))
+        expect_close(m, float(s.max()), f"merged max m for a split {n1}+{n2}", rtol=1e-12)
+        expect_close(l, float(torch.exp(s - s.max()).sum()),
+                     f"merged sum l = Σ exp(s − m) for a split {n1}+{n2}", rtol=1e-9)
+        expect(acc.shape == (3,), f"acc must keep the shape of acc1 (3,), got {tuple(acc.shape)}")
+        want = torch.softmax(s, 0) @ v
+        err = float((acc / l - want).abs().max())
+        expect(math.isfinite(err) and err < 1e-9,
+               f"acc / l must equal softmax(s) @ v for a split {n1}+{n2}; max error {err:.3g}")
+    return "both partial states rescaled to the common max, then added"
+
+
+def _scale_rule(scale, good_steps, found_inf, growth_interval):
+    if found_inf:
+        return scale * 0.5, 0
+    good_steps += 1
+    if good_steps == growth_interval:
+        return scale * 2.0, 0
+    return scale, good_steps
+
+
+@exercise("ch15-loss-scale-update")
+def check_ch15_loss_scale_update(update_scale):
+    """update_scale(scale, good_steps, found_inf, growth_interval) → (scale, good_steps)."""
+    expect_callable(update_scale, "update_scale(scale, good_steps, found_inf, growth_interval)")
+    cases = [(65536.0, 0, True, 4), (65536.0, 3, True, 4), (1024.0, 2, False, 4),
+             (1024.0, 3, False, 4), (8.0, 0, False, 1), (2.0 ** 20, 1999, False, 2000)]
+    for scale, good, inf, interval in cases:
+        got = update_scale(scale, good, inf, interval)
+        expect(isinstance(got, tuple) and len(got) == 2,
+               f"return a pair (scale, good_steps), got {got!r}")
+        want = _scale_rule(scale, good, inf, interval)
+        what = f"update_scale({scale:g}, good_steps={good}, found_inf={inf}, interval={interval})"
+        expect_close(got[0], want[0], what + " new scale", rtol=1e-12)
+        expect(int(got[1]) == want[1], f"{what}: good_steps should be {want[1]}, got {got[1]}")
+    # a run: overflow, overflow, then 6 clean steps with interval 3 → 2^14, grows twice
+    scale, good = 2.0 ** 16, 0
+    for inf in (True, True, False, False, False, False, False, False):
+        scale, good = update_scale(scale, good, inf, 3)
+    expect_close(scale, 2.0 ** 16, "scale after 2 overflows and 6 clean steps (interval 3)",
+                 rtol=1e-12)
+    return "halve and reset on overflow; double after growth_interval clean steps"
