@@ -12,7 +12,8 @@ __all__ = ["use_course_style", "new_axes", "plot_descent_1d", "plot_learning_rat
            "learning_rate_grid", "plot_contour_paths", "plot_softmax_temperature",
            "softmax_temperature_grid", "plot_decision_regions", "plot_activation",
            "RACE_PROBLEMS", "race_optimizers", "race_paths", "plot_optimizer_race",
-           "plot_soft_lookup", "soft_lookup_grid"]
+           "plot_soft_lookup", "soft_lookup_grid", "ATTENTION_MASKS",
+           "attention_mask_for", "plot_attention_weights", "attention_weights_grid"]
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
 
@@ -293,4 +294,85 @@ def soft_lookup_grid(scores, temperatures):
     fig, axes = new_axes(ncols=len(temperatures), width=3.0, height=2.6)
     for ax, tau in zip(np.atleast_1d(axes), temperatures):
         plot_soft_lookup(scores, tau, ax=ax)
+
+
+# ---- chapter 11 ----
+ATTENTION_MASKS = ("none", "causal", "padding", "reversed (wrong)")
+
+
+def attention_mask_for(kind, T, length=None, dtype=torch.float64):
+    """The additive [T, T] mask the chapter-11 heat maps use. See chapter 11.
+
+    "none": all zeros; "causal": −∞ where j > i; "padding": −∞ for keys j ≥ ``length``
+    (default T − 2); "reversed (wrong)": the classic mistake, −∞ where j < i *and* on the
+    diagonal, which leaves the last query row with no key at all.
+    """
+    from mathref.attention import causal_mask, padding_mask
+
+    if kind == "none":
+        return torch.zeros(T, T, dtype=dtype)
+    if kind == "causal":
+        return causal_mask(T, dtype=dtype)
+    if kind == "padding":
+        length = T - 2 if length is None else length
+        return padding_mask([length], T, dtype=dtype)[0, 0].expand(T, T)
+    if kind == "reversed (wrong)":
+        blocked = torch.ones(T, T, dtype=torch.bool).tril()
+        return torch.zeros(T, T, dtype=dtype).masked_fill(blocked, float("-inf"))
+    raise ValueError(f"mask must be one of {ATTENTION_MASKS}, got {kind!r}")
+
+
+def plot_attention_weights(q, k, temperature=1.0, mask="causal", head=0, tokens=None,
+                           length=None, ax=None, annotate=True):
+    """Heat map of one head's weights P = softmax(Q Kᵀ / (τ √d_k) + M). See chapter 11.
+
+    ``q``, ``k``: [H, T, d_k] for one sequence; row i of the picture is query i, column j is
+    key j. ``mask`` is one of ``ATTENTION_MASKS`` (see ``attention_mask_for``). A query row
+    whose keys are all blocked is drawn as zeros, as ``F.scaled_dot_product_attention``
+    returns. The title gives τ and the mean entropy of the rows in nats.
+    The static twin of ``widgets.attention_explorer``.
+    """
+    from mathref.attention import attention_weights
+
+    q, k = torch.as_tensor(q, dtype=torch.float64), torch.as_tensor(k, dtype=torch.float64)
+    if q.dim() != 3 or k.shape != q.shape:
+        raise ValueError(f"q and k must both be [H, T, d_k], got {tuple(q.shape)} and "
+                         f"{tuple(k.shape)}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive, got {temperature!r}")
+    H, T, d_k = q.shape
+    if not 0 <= head < H:
+        raise ValueError(f"head must be in 0..{H - 1}, got {head}")
+    M = attention_mask_for(mask, T, length=length)
+    P = attention_weights(q[head], k[head], mask=M, scale=1.0 / (temperature * np.sqrt(d_k)))
+    P = P.numpy()
+    if ax is None:
+        _, ax = new_axes(width=4.4, height=3.8)
+    im = ax.imshow(P, cmap="viridis", vmin=0.0, vmax=1.0)
+    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="weight P_ij")
+    names = list(tokens) if tokens is not None else [str(i) for i in range(T)]
+    ax.set_xticks(range(T), names, rotation=60, fontsize=8)
+    ax.set_yticks(range(T), names, fontsize=8)
+    ax.set(xlabel="key j", ylabel="query i")
+    ax.grid(False)
+    if annotate and T <= 10:
+        for i in range(T):
+            for j in range(T):
+                ax.text(j, i, f"{P[i, j]:.2f}", ha="center", va="center", fontsize=6,
+                        color="white" if P[i, j] < 0.6 else "black")
+    live = P.sum(axis=1) > 0
+    ent = -(P[live] * np.log(np.where(P[live] > 0, P[live], 1.0))).sum(axis=1).mean()
+    ax.set_title(f"head {head}, τ = {temperature:g}, mask: {mask}\n"
+                 f"mean row entropy {ent:.2f} nats", fontsize=9)
+    return ax
+
+
+def attention_weights_grid(q, k, settings, tokens=None, length=None, ncols=None):
+    """One ``plot_attention_weights`` panel per dict of settings (temperature, mask, head),
+    ``ncols`` per row (default: all in one row). See chapter 11."""
+    ncols = len(settings) if ncols is None else ncols
+    nrows = -(-len(settings) // ncols)
+    fig, axes = new_axes(ncols=ncols, nrows=nrows, width=4.0, height=3.7)
+    for ax, s in zip(np.atleast_1d(axes), settings):
+        plot_attention_weights(q, k, tokens=tokens, length=length, ax=ax, **s)
     return fig

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 from mathref import viz
 
 __all__ = ["learning_rate_explorer", "softmax_temperature_explorer",
-           "optimizer_race_explorer", "temperature_explorer"]
+           "optimizer_race_explorer", "temperature_explorer", "attention_explorer"]
 
 
 def _ipywidgets():
@@ -92,3 +92,25 @@ def temperature_explorer(scores, temperature=1.0, log10_min=-2.0, log10_max=2.0)
                                  step=0.05, description="log₁₀ τ", continuous_update=False,
                                  readout_format=".2f")
     return widgets.interactive(draw, log10_tau=slider)
+
+
+# ---- chapter 11 ----
+def attention_explorer(q, k, tokens=None, temperature=1.0, mask="causal", head=0, length=None):
+    """Sliders over the temperature τ (scores divided by τ√d_k), the mask and the head for the
+    attention weights of ``q``, ``k`` [H, T, d_k]. See chapter 11.
+
+    Draws ``viz.plot_attention_weights``, the same panel as the static figure.
+    """
+    widgets = _ipywidgets()
+
+    def draw(temperature, mask, head):
+        viz.plot_attention_weights(q, k, temperature=temperature, mask=mask, head=head,
+                                   tokens=tokens, length=length)
+        plt.show()
+
+    tau = widgets.FloatLogSlider(value=temperature, base=10, min=-1.3, max=1.3, step=0.02,
+                                 description="τ", continuous_update=False)
+    kind = widgets.Dropdown(options=list(viz.ATTENTION_MASKS), value=mask, description="mask")
+    h = widgets.IntSlider(value=head, min=0, max=len(q) - 1, description="head",
+                          continuous_update=False)
+    return widgets.interactive(draw, temperature=tau, mask=kind, head=h)

@@ -1,0 +1,136 @@
+"""Checkers for chapter 11: causal masks, scaled dot-product attention, the softmax backward
+pass, the parameter count and the forward pass of multi-head attention.
+
+Every expected value comes from PyTorch itself in float64: ``F.scaled_dot_product_attention``,
+autograd through ``torch.softmax``, ``nn.MultiheadAttention`` and its parameter count.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mathref.checks.core import exercise, expect, expect_callable
+
+__all__ = ["check_ch11_causal_mask", "check_ch11_mha_param_count", "check_ch11_attention",
+           "check_ch11_softmax_backward", "check_ch11_multi_head"]
+
+F64 = torch.float64
+
+
+def _expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10, finite=True):
+    expect(isinstance(got, torch.Tensor), f"{what}: expected a tensor, got {type(got).__name__}")
+    expect(tuple(got.shape) == tuple(want.shape),
+           f"{what}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}")
+    got = got.to(F64)
+    if finite:
+        expect(bool(torch.isfinite(got).all()), f"{what}: your result contains nan or inf")
+    err = (got - want).abs().max().item()
+    expect(torch.allclose(got, want, rtol=rtol, atol=atol, equal_nan=False),
+           f"{what}: largest difference from the expected values is {err:.3g}")
+
+
+def _randn(*shape, seed):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+
+
+@exercise("ch11-causal-mask")
+def check_ch11_causal_mask(causal_additive_mask):
+    """causal_additive_mask(T): [T, T] float, 0 where j ≤ i and −∞ where j > i."""
+    expect_callable(causal_additive_mask, "causal_additive_mask(T)")
+    for T in (1, 2, 5):
+        got = causal_additive_mask(T)
+        expect(isinstance(got, torch.Tensor) and got.is_floating_point(),
+               f"T={T}: expected a float tensor (additive mask), got "
+               f"{getattr(got, 'dtype', type(got).__name__)}")
+        expect(tuple(got.shape) == (T, T), f"T={T}: expected shape ({T}, {T}), got "
+                                           f"{tuple(got.shape)}")
+        for i in range(T):
+            for j in range(T):
+                v = got[i, j].item()
+                if j <= i:
+                    expect(v == 0.0, f"T={T}: query {i} must see key {j} (j ≤ i, the diagonal "
+                                     f"included), so M[{i}, {j}] = 0; got {v}")
+                else:
+                    expect(v == -math.inf, f"T={T}: query {i} must not see the future key {j}, "
+                                           f"so M[{i}, {j}] = −inf; got {v}")
+    return "0 on and below the diagonal, −∞ above: no row is ever fully masked"
+
+
+@exercise("ch11-mha-param-count")
+def check_ch11_mha_param_count(mha_param_count):
+    """mha_param_count(d_model, n_heads, n_kv_heads, bias): parameters of W_Q, W_K, W_V, W_O."""
+    expect_callable(mha_param_count, "mha_param_count(d_model, n_heads, n_kv_heads, bias)")
+    from mathref.attention import MultiHeadAttention
+
+    for d, h in ((8, 2), (12, 3)):
+        ref = nn.MultiheadAttention(d, h, bias=True)
+        want = sum(p.numel() for p in ref.parameters())
+        got = mha_param_count(d, h, h, True)
+        expect(got == want, f"d_model={d}, {h} heads with biases: nn.MultiheadAttention has "
+                            f"{want} parameters, you counted {got}")
+    for d, h, h_kv, bias in ((512, 8, 8, False), (768, 12, 12, True), (512, 8, 2, True),
+                             (64, 8, 1, False), (96, 6, 3, True)):
+        want = sum(p.numel() for p in MultiHeadAttention(d, h, h_kv, bias=bias).parameters())
+        got = mha_param_count(d, h, h_kv, bias)
+        expect(got == want, f"d_model={d}, n_heads={h}, n_kv_heads={h_kv}, bias={bias}: "
+                            f"expected {want} parameters, got {got}")
+    return "4d² + 4d with full heads; grouped K/V heads shrink W_K and W_V to d × H_kv·d_k"
+
+
+@exercise("ch11-attention")
+def check_ch11_attention(attention):
+    """attention(q, k, v, mask=None): softmax(q kᵀ/√d_k + mask) v over the last two dims."""
+    expect_callable(attention, "attention(q, k, v, mask)")
+    q, k, v = _randn(2, 3, 4, 6, seed=0), _randn(2, 3, 5, 6, seed=1), _randn(2, 3, 5, 7, seed=2)
+    _expect_tensor_close(attention(q, k, v, None), F.scaled_dot_product_attention(q, k, v),
+                         "4 queries, 5 keys, d_k = 6, d_v = 7, no mask")
+    q, k, v = (_randn(1, 2, 5, 16, seed=s) * 2 for s in (3, 4, 5))
+    causal = torch.zeros(5, 5, dtype=F64).masked_fill(
+        torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
+    _expect_tensor_close(attention(q, k, v, causal),
+                         F.scaled_dot_product_attention(q, k, v, attn_mask=causal),
+                         "5 positions, d_k = 16, causal additive mask")
+    # a finite bias (like ALiBi's) shows whether the mask is added after the 1/√d_k scaling
+    bias = -0.7 * (torch.arange(5.0)[:, None] - torch.arange(5.0)[None, :]).abs().to(F64)
+    _expect_tensor_close(attention(q, k, v, bias),
+                         F.scaled_dot_product_attention(q, k, v, attn_mask=bias),
+                         "a finite additive bias −0.7·|i − j| (add it after scaling)")
+    return "scores scaled by 1/√d_k, mask added after scaling, softmax over keys"
+
+
+@exercise("ch11-softmax-backward")
+def check_ch11_softmax_backward(softmax_backward_rows):
+    """softmax_backward_rows(P, G_P): G_S = ∂L/∂S for P = softmax(S) along the last dim."""
+    expect_callable(softmax_backward_rows, "softmax_backward_rows(P, G_P)")
+    cases = [(_randn(4, 5, seed=0), "a [4, 5] batch of rows"),
+             (_randn(2, 3, 4, 6, seed=1) * 3, "scores of shape [2, 3, 4, 6]")]
+    masked = _randn(4, 4, seed=2).masked_fill(torch.ones(4, 4, dtype=torch.bool).triu(1),
+                                              float("-inf"))
+    cases.append((masked, "causally masked [4, 4] scores (P = 0 above the diagonal)"))
+    for i, (S, what) in enumerate(cases):
+        S = S.clone().requires_grad_()
+        P = torch.softmax(S, dim=-1)
+        G_P = _randn(*S.shape, seed=10 + i)
+        (grad,) = torch.autograd.grad(P, S, G_P)
+        _expect_tensor_close(softmax_backward_rows(P.detach(), G_P), grad, what)
+    return "G_S = P ⊙ (G_P − rowsum(G_P ⊙ P)), the vector–Jacobian product of diag(p) − ppᵀ"
+
+
+@exercise("ch11-multi-head")
+def check_ch11_multi_head(multi_head_attention):
+    """multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads): causal multi-head attention,
+    weights in the math layout (y = x W), no biases, checked against nn.MultiheadAttention."""
+    expect_callable(multi_head_attention, "multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads)")
+    for d, h, T, seed in ((8, 2, 5, 0), (12, 4, 6, 1), (6, 1, 3, 2)):
+        W_Q, W_K, W_V, W_O = (_randn(d, d, seed=seed * 10 + i) / math.sqrt(d) for i in range(4))
+        x = _randn(2, T, d, seed=seed * 10 + 5) * 2
+        mha = nn.MultiheadAttention(d, h, bias=False, batch_first=True).to(F64)
+        with torch.no_grad():   # nn.Linear layout (out, in) = transpose of the math layout
+            mha.in_proj_weight.copy_(torch.cat([W_Q.T, W_K.T, W_V.T]))
+            mha.out_proj.weight.copy_(W_O.T)
+        blocked = torch.ones(T, T, dtype=torch.bool).triu(1)   # True = blocked in nn.MHA
+        want, _ = mha(x, x, x, attn_mask=blocked, need_weights=False)
+        got = multi_head_attention(x, W_Q, W_K, W_V, W_O, h)
+        _expect_tensor_close(got, want.detach(), f"d_model={d}, {h} heads, T={T}")
+    return "heads of d_k = d_model/H, scale 1/√d_k, concatenated, W_O applied once"
