@@ -4,3 +4,4 @@ exercise label to its checker.
 """
 from mathref.checks.core import CHECKS, CheckFailure, ExerciseCheckFailed, exercise
 from mathref.checks.ch01 import *  # noqa: F401,F403
+from mathref.checks.ch07 import *  # noqa: F401,F403
