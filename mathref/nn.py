@@ -18,11 +18,13 @@ import math
 import torch
 from torch import nn
 
+from mathref.deep import kaiming_, xavier_  # initializers, derived in chapter 7
+
 __all__ = ["identity", "identity_grad", "step", "step_grad", "sigmoid", "sigmoid_grad",
            "tanh", "tanh_grad", "relu", "relu_grad", "gelu", "gelu_grad", "relu2",
            "relu2_grad", "silu", "silu_grad", "glu", "swiglu", "ACTIVATIONS",
            "get_activation", "Linear", "MLP", "mlp_forward", "mlp_backward",
-           "count_parameters"]
+           "count_parameters", "xavier_", "kaiming_"]
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_CUBIC = 0.044715

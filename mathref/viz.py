@@ -13,7 +13,8 @@ __all__ = ["use_course_style", "new_axes", "plot_descent_1d", "plot_learning_rat
            "softmax_temperature_grid", "plot_decision_regions", "plot_activation",
            "RACE_PROBLEMS", "race_optimizers", "race_paths", "plot_optimizer_race",
            "plot_soft_lookup", "soft_lookup_grid", "ATTENTION_MASKS",
-           "attention_mask_for", "plot_attention_weights", "attention_weights_grid"]
+           "attention_mask_for", "plot_attention_weights", "attention_weights_grid",
+           "plot_init_depth"]
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
 
@@ -376,3 +377,40 @@ def attention_weights_grid(q, k, settings, tokens=None, length=None, ncols=None)
     for ax, s in zip(np.atleast_1d(axes), settings):
         plot_attention_weights(q, k, tokens=tokens, length=length, ax=ax, **s)
     return fig
+# ---- chapter 07 ----
+def plot_init_depth(scale, depth=50, width=256, batch=256, activation="relu", ax=None, seed=0):
+    """Activation std layer by layer in a deep MLP whose weights have Var(w) = scale² · g²/n.
+    See chapter 7.
+
+    g² = 2 for ReLU (He) and 1 for tanh/linear; scale = 1 is the variance-preserving choice.
+    The dashed line is the prediction std(h_l) = scale^l · std(h_0·gain-adjusted), i.e. the
+    variance is multiplied by scale² at every layer (exact for ReLU and linear, a small-signal
+    approximation for tanh).
+    """
+    acts = {"relu": torch.relu, "tanh": torch.tanh, "linear": lambda z: z}
+    if activation not in acts:
+        raise ValueError(f"activation must be one of {sorted(acts)}, got {activation!r}")
+    gain2 = 2.0 if activation == "relu" else 1.0
+    gen = torch.Generator().manual_seed(seed)
+    h = torch.randn(batch, width, generator=gen)
+    stds = []
+    for _ in range(depth):
+        w = torch.randn(width, width, generator=gen) * scale * (gain2 / width) ** 0.5
+        h = acts[activation](h @ w.T)
+        stds.append(h.std().item())
+    if ax is None:
+        _, ax = new_axes(width=5.0, height=3.4)
+    layers = np.arange(1, depth + 1)
+    ax.semilogy(layers, np.maximum(stds, 1e-300), "o-", ms=3, label="measured std(h_l)")
+    ax.semilogy(layers, stds[0] * float(scale) ** (layers - 1.0), "k--", lw=1,
+                label="prediction std(h_1)·scale^(l−1)")
+    shown = [v for v in stds if v > 0] + [stds[0] * float(scale) ** (depth - 1.0)]
+    lo, hi = min(shown), max(shown)
+    if hi / lo < 100:  # keep at least two decades visible, so that noise is not magnified
+        mid = (hi * lo) ** 0.5
+        lo, hi = mid / 10, mid * 10
+    ax.set_ylim(lo / 1.5, hi * 1.5)
+    ax.set(xlabel="layer l", ylabel="std of activations",
+           title=f"{depth} {activation} layers, Var(w) = {scale:g}² · {gain2:g}/n")
+    ax.legend(fontsize=8)
+    return ax

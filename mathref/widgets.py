@@ -6,7 +6,8 @@ import matplotlib.pyplot as plt
 from mathref import viz
 
 __all__ = ["learning_rate_explorer", "softmax_temperature_explorer",
-           "optimizer_race_explorer", "temperature_explorer", "attention_explorer"]
+           "optimizer_race_explorer", "temperature_explorer", "attention_explorer",
+           "init_scale_explorer"]
 
 
 def _ipywidgets():
@@ -114,3 +115,20 @@ def attention_explorer(q, k, tokens=None, temperature=1.0, mask="causal", head=0
     h = widgets.IntSlider(value=head, min=0, max=len(q) - 1, description="head",
                           continuous_update=False)
     return widgets.interactive(draw, temperature=tau, mask=kind, head=h)
+# ---- chapter 07 ----
+def init_scale_explorer(depth=50, width=256, activation="relu", scale=1.0):
+    """A slider over the initialization scale of a deep MLP (scale 1 = He for ReLU). See chapter 7.
+
+    Draws ``viz.plot_init_depth``, the static twin shown in the book.
+    """
+    widgets = _ipywidgets()
+
+    def draw(scale, activation):
+        viz.plot_init_depth(scale, depth=depth, width=width, activation=activation)
+        plt.show()
+
+    slider = widgets.FloatSlider(value=scale, min=0.5, max=1.5, step=0.05, description="scale",
+                                 continuous_update=False, readout_format=".2f")
+    menu = widgets.Dropdown(options=["relu", "tanh", "linear"], value=activation,
+                            description="activation")
+    return widgets.interactive(draw, scale=slider, activation=menu)

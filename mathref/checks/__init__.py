@@ -9,6 +9,7 @@ from mathref.checks.ch03 import *  # noqa: F401,F403
 from mathref.checks.ch04 import *  # noqa: F401,F403
 from mathref.checks.ch05 import *  # noqa: F401,F403
 from mathref.checks.ch06 import *  # noqa: F401,F403
+from mathref.checks.ch07 import *  # noqa: F401,F403
 from mathref.checks.ch08 import *  # noqa: F401,F403
 from mathref.checks.ch09 import *  # noqa: F401,F403
 from mathref.checks.ch10 import *  # noqa: F401,F403
