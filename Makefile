@@ -22,7 +22,33 @@ export MATHREF_DATA
 NBVAL := $(PY) -m pytest -p tests.nbval_conftest --nbval --nbval-current-env \
          --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 900 -q
 
-.PHONY: venv book test unit nbval times outputs student bench clean
+.PHONY: venv book browser test unit nbval times outputs student bench clean
+
+# Browser-side assets, so the built book reads offline: MathJax 3 (equations) and the
+# ipywidgets embed manager with RequireJS (widget snapshots). Fetched with npm from its
+# registry (exact versions below) into the git-ignored _vendor/, copied into the HTML by
+# Sphinx (html_static_path and mathjax_path in _config.yml). Never committed.
+MATHJAX_VERSION := 3.2.2
+REQUIREJS_VERSION := 2.3.4
+HTML_MANAGER_VERSION := 1.0.6
+VENDOR_STAMP := _vendor/.installed-mathjax-$(MATHJAX_VERSION)-requirejs-$(REQUIREJS_VERSION)-html-manager-$(HTML_MANAGER_VERSION)
+$(VENDOR_STAMP):
+	@set -e; rm -rf _vendor; mkdir -p _vendor/pkgs _vendor/static/widgets/html-manager; \
+	echo "fetching MathJax $(MATHJAX_VERSION), RequireJS $(REQUIREJS_VERSION), html-manager $(HTML_MANAGER_VERSION) with npm"; \
+	cd _vendor/pkgs; \
+	npm pack --silent mathjax@$(MATHJAX_VERSION) requirejs@$(REQUIREJS_VERSION) \
+	  @jupyter-widgets/html-manager@$(HTML_MANAGER_VERSION) > /dev/null; \
+	mkdir mathjax requirejs html-manager; \
+	tar xzf mathjax-$(MATHJAX_VERSION).tgz -C mathjax --strip-components 1; \
+	tar xzf requirejs-$(REQUIREJS_VERSION).tgz -C requirejs --strip-components 1; \
+	tar xzf jupyter-widgets-html-manager-$(HTML_MANAGER_VERSION).tgz -C html-manager --strip-components 1; \
+	cd ../static; \
+	cp -r ../pkgs/mathjax/es5 mathjax; \
+	cp ../pkgs/requirejs/require.js widgets/require.js; \
+	cp ../pkgs/html-manager/dist/* widgets/html-manager/; \
+	rm -f widgets/html-manager/*.map widgets/html-manager/embed.js widgets/html-manager/libembed-amd.js; \
+	cd ../..; rm -rf _vendor/pkgs; touch $@
+
 
 # The environment is (re)installed when requirements.txt or pyproject.toml change (by content).
 ENV_HASH := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
@@ -37,12 +63,16 @@ venv:
 	  echo $(ENV_HASH) > $(VENV)/.installed; \
 	fi
 
-book: venv
+book: venv $(VENDOR_STAMP)
 	$(JB) build . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
 unit: venv
-	$(PY) -m pytest -n 2 -q tests
+	$(PY) -m pytest -n 2 -q tests --ignore=tests/test_browser.py
+
+# The built book in headless Chromium (tests/test_browser.py): run after `make book`.
+browser: venv
+	$(PY) -m pytest -q -rs tests/test_browser.py
 
 nbval: venv
 	$(NBVAL) $(NB)
@@ -51,12 +81,13 @@ times:
 	@cat _build/notebook_times.txt 2>/dev/null || echo "no notebook times yet (run make nbval)"
 
 # mathref unit tests, checker, structure and student tests; every notebook under nbval;
-# the warning-free book; then the per-notebook time table.
+# the warning-free book, then that book in a browser; then the per-notebook time table.
 test: venv
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory unit && \
 	$(MAKE) --no-print-directory nbval && \
-	$(MAKE) --no-print-directory book; status=$$?; \
+	$(MAKE) --no-print-directory book && \
+	$(MAKE) --no-print-directory browser; status=$$?; \
 	echo; $(MAKE) --no-print-directory times; \
 	echo "make test: $$(( $$(date +%s) - start )) s, exit status $$status"; exit $$status
 
@@ -76,4 +107,4 @@ bench: venv
 	@for b in benchmarks/*.py; do [ -e "$$b" ] && $(PY) "$$b"; done; true
 
 clean:
-	rm -rf _build student .pytest_cache .hypothesis
+	rm -rf _build _vendor student .pytest_cache .hypothesis

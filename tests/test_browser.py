@@ -1,0 +1,365 @@
+"""The built book in a real browser: headless Chromium over every page of the toc.
+
+Serves `_build/html` on 127.0.0.1 (a random free port) and visits each page in one browser
+session, with every request that leaves localhost refused: the book must read offline.
+Checked: no console errors; every equation typeset by MathJax (no raw `$$` left); every image
+loaded; every same-site link answers 200 and its #anchor exists; the Colab button of each
+chapter; exercise solutions collapsed until clicked; the search page finds "softmax".
+Screenshots (intro and one chapter, 1280 px and 390 px wide) go to `_build/screenshots/`.
+
+`make test` builds the book just before this test (`make browser`); run alone, the test
+builds it first when `_build/html` is older than the sources. Skipped only where Chromium is
+absent (`.ci/run` installs Debian's `chromium`, so CI always runs it).
+"""
+import functools
+import html.parser
+import os
+import re
+import shutil
+import subprocess
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+# Flags for a root user on a machine without network: no sandbox, no GPU, no background
+# connections (each would be refused and logged). Playwright adds --headless itself.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+SCREENSHOT_CHAPTER = "notebooks/05_losses"
+
+pytestmark = pytest.mark.skipif(
+    not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)),
+    reason=f"Chromium not found at {CHROMIUM} (install Debian's `chromium`; .ci/run does)")
+
+
+def toc_pages():
+    """Docnames of every page in _toc.yml, in reading order."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = [toc["root"]]
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters", []):
+            pages.append(chapter["file"])
+            pages.extend(section["file"] for section in chapter.get("sections", []))
+    return [re.sub(r"\.(md|ipynb)$", "", page) for page in pages]
+
+
+def colab_url(docname):
+    """The Colab launch URL of a chapter, from the repository configured in _config.yml."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    repo = config["repository"]
+    org_repo = urllib.parse.urlparse(repo["url"]).path.strip("/")
+    path = "/".join(p for p in [repo.get("path_to_book", "").strip("/"), docname] if p)
+    return (f"https://colab.research.google.com/github/{org_repo}/blob/{repo['branch']}/"
+            f"{path}.ipynb")
+
+
+def build_is_stale():
+    index = HTML / "index.html"
+    if not index.exists():
+        return True
+    built = index.stat().st_mtime
+    sources = [ROOT / "_toc.yml", ROOT / "_config.yml", *ROOT.glob("book/*"),
+               *ROOT.glob("notebooks/*.ipynb")]
+    return any(p.stat().st_mtime > built for p in sources)
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class _Ids(html.parser.HTMLParser):
+    """Collects the id and name attributes of an HTML page (the targets of #anchors)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids = set()
+
+    def handle_starttag(self, tag, attrs):
+        for key, value in attrs:
+            if key in ("id", "name") and value:
+                self.ids.add(value)
+
+
+# Runs in the page once MathJax is done: counts what the reader sees.
+PAGE_REPORT_JS = r"""
+async () => {
+  const out = {mathNodes: 0, typeset: 0, mathErrors: [], rawTex: [], images: [], links: []};
+  const math = document.querySelectorAll('.math, .math-block, span.math, div.math');
+  const seen = new Set();
+  for (const el of math) {
+    if (seen.has(el)) continue; seen.add(el);
+    out.mathNodes += 1;
+    if (el.querySelector('mjx-container')) out.typeset += 1;
+    else out.mathErrors.push('not typeset: ' + el.textContent.slice(0, 80));
+  }
+  for (const el of document.querySelectorAll('mjx-merror')) {
+    out.mathErrors.push('TeX error: ' + (el.getAttribute('data-mjx-error') || el.textContent));
+  }
+  // Raw TeX left in prose (code and outputs may legitimately show dollars).
+  const skip = 'pre, code, script, style, textarea, mjx-container, .cell_output, .highlight';
+  const walker = document.createTreeWalker(document.querySelector('main') || document.body,
+                                           NodeFilter.SHOW_TEXT);
+  const raw = /\$\$|\\\(|\\\)|\\\[|\\\]|\$[^$\n]*[\\^_{}][^$\n]*\$/;
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (n.parentElement && n.parentElement.closest(skip)) continue;
+    if (raw.test(n.textContent)) out.rawTex.push(n.textContent.trim().slice(0, 100));
+  }
+  for (const img of document.images) {
+    img.loading = 'eager';
+    if (!img.complete) {
+      await new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r);
+                               setTimeout(r, 10000); });
+    }
+    out.images.push({src: img.currentSrc || img.src, width: img.naturalWidth});
+  }
+  for (const a of document.querySelectorAll('a[href]')) {
+    out.links.push(a.href);
+  }
+  return out;
+}
+"""
+
+WAIT_MATHJAX_JS = """
+async () => {
+  if (!document.querySelector('script[src*="mathjax"]')) return 'no mathjax on page';
+  for (let i = 0; i < 300 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++)
+    await new Promise(r => setTimeout(r, 50));
+  if (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) return 'MathJax did not load';
+  await MathJax.startup.promise;
+  return 'ok';
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def site():
+    """`_build/html` served on 127.0.0.1 at a free port, for the duration of the module."""
+    if build_is_stale():
+        subprocess.run(["make", "--no-print-directory", "book"], cwd=ROOT, check=True)
+    handler = functools.partial(_Quiet, directory=str(HTML))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser_context(site, tmp_path_factory):
+    """One headless Chromium (the system's, never a downloaded one) with a fresh profile."""
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport=DESKTOP)
+        external = []
+
+        def route(r):
+            if r.request.url.startswith(site):
+                r.continue_()
+            else:
+                external.append(r.request.url)
+                r.abort()
+
+        context.route("**/*", route)
+        context.external_requests = external
+        yield context
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def crawl(site, browser_context, request):
+    """Visits every toc page once; returns what each page showed."""
+    pages = {}
+    page = browser_context.new_page()
+    errors = []
+    page.on("console", lambda msg: errors.append(f"console.{msg.type}: {msg.text}")
+            if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
+    page.on("response", lambda resp: errors.append(f"HTTP {resp.status}: {resp.url}")
+            if resp.status >= 400 else None)
+    for docname in toc_pages():
+        errors.clear()
+        url = urllib.parse.urljoin(site, docname + ".html")
+        response = page.goto(url, wait_until="load")
+        mathjax = page.evaluate(WAIT_MATHJAX_JS)
+        report = page.evaluate(PAGE_REPORT_JS)
+        page.wait_for_timeout(100)  # late console messages (widgets render after load)
+        report["colab"] = page.eval_on_selector_all(
+            'a[href^="https://colab.research.google.com"]', "els => els.map(e => e.href)")
+        report["solutions"] = check_solutions(page)
+        report.update(status=response.status, mathjax=mathjax, errors=list(errors), url=url)
+        pages[docname] = report
+    page.close()
+    return pages
+
+
+def check_solutions(page):
+    """Each sphinx-exercise solution: hidden at first; a click on its title's text (what a
+    reader clicks: "Solution to Exercise N") shows it, and only it; the button hides it."""
+    results = []
+    solutions = page.locator("div.solution.dropdown")
+    for i in range(solutions.count()):
+        sol = solutions.nth(i)
+        body = sol.locator(":scope > :not(.admonition-title)").first
+        hidden_before = not body.is_visible()
+        title = sol.locator(":scope > .admonition-title")
+        target = title.locator("a").first if title.locator("a").count() else title
+        target.click()
+        page.wait_for_timeout(50)
+        shown_after = body.is_visible()
+        others_open = page.locator("div.solution.dropdown:not(.toggle-hidden)").count() - 1
+        sol.locator(".toggle-button").click()
+        page.wait_for_timeout(50)
+        closes = not body.is_visible()
+        results.append({"id": sol.get_attribute("id"), "collapsed": hidden_before,
+                        "opens": shown_after and others_open == 0, "closes": closes})
+    return results
+
+
+@pytest.fixture(scope="module")
+def links(site, crawl):
+    """Every same-site link of every page: HTTP status and, for #anchors, whether it exists."""
+    statuses, ids, problems = {}, {}, []
+    n_links = 0
+    for docname, report in crawl.items():
+        for href in report["links"]:
+            if not href.startswith(site):
+                continue
+            n_links += 1
+            target, _, fragment = href.partition("#")
+            if target not in statuses:
+                try:
+                    with urllib.request.urlopen(target, timeout=30) as resp:
+                        statuses[target] = resp.status
+                        body = resp.read()
+                        if "html" in resp.headers.get("Content-Type", ""):
+                            parser = _Ids()
+                            parser.feed(body.decode("utf-8", "replace"))
+                            ids[target] = parser.ids
+                except urllib.error.HTTPError as err:
+                    statuses[target] = err.code
+            if statuses[target] != 200:
+                problems.append(f"{docname}: {href} -> HTTP {statuses[target]}")
+            elif fragment and urllib.parse.unquote(fragment) not in ids.get(target, set()):
+                problems.append(f"{docname}: {href} -> no element with id {fragment!r}")
+    return {"n_links": n_links, "n_urls": len(statuses), "problems": problems}
+
+
+@pytest.fixture(scope="module")
+def search(site, browser_context):
+    page = browser_context.new_page()
+    page.goto(urllib.parse.urljoin(site, "search.html?q=softmax"))
+    page.wait_for_function(
+        "() => /finished|did not match/.test("
+        "(document.querySelector('#search-results .search-summary') || {}).innerText || '')",
+        timeout=60000)
+    hits = page.eval_on_selector_all("#search-results ul.search li a",
+                                     "els => els.map(e => e.getAttribute('href'))")
+    page.close()
+    return [re.sub(r"\.html.*$", "", h.lstrip("./")) for h in hits]
+
+
+def test_pages_load_without_console_errors(crawl):
+    problems = [f"{d}: HTTP {r['status']}" for d, r in crawl.items() if r["status"] != 200]
+    problems += [f"{d}: {e}" for d, r in crawl.items() for e in r["errors"]]
+    assert not problems, "\n".join(problems)
+
+
+def test_nothing_is_fetched_from_the_network(crawl, browser_context):
+    assert not browser_context.external_requests, (
+        "pages requested off-site resources (the book must read offline):\n"
+        + "\n".join(sorted(set(browser_context.external_requests))))
+
+
+def test_every_equation_is_rendered(crawl):
+    problems = []
+    for docname, r in crawl.items():
+        if r["mathNodes"] and r["mathjax"] != "ok":
+            problems.append(f"{docname}: {r['mathjax']}")
+        problems += [f"{docname}: {e}" for e in r["mathErrors"]]
+        problems += [f"{docname}: raw TeX in text: {t!r}" for t in r["rawTex"]]
+    assert not problems, "\n".join(problems)
+    assert sum(r["typeset"] for r in crawl.values()) > 0, "no equation found in the whole book"
+
+
+def test_every_image_loads(crawl):
+    broken = [f"{d}: {img['src']}" for d, r in crawl.items() for img in r["images"]
+              if img["width"] == 0]
+    assert not broken, "images that did not load:\n" + "\n".join(broken)
+
+
+def test_every_internal_link_resolves(links):
+    assert not links["problems"], "\n".join(links["problems"])
+
+
+def test_colab_button_of_each_chapter(crawl):
+    chapters = [d for d in crawl if d.startswith("notebooks/")]
+    assert chapters
+    for docname in chapters:
+        expected = colab_url(docname)
+        assert expected.startswith("https://colab.research.google.com/github/")
+        assert "/blob/main/notebooks/" in expected
+        assert crawl[docname]["colab"] == [expected], (docname, crawl[docname]["colab"])
+
+
+def test_solutions_are_collapsed_and_open_on_click(crawl):
+    all_solutions = [(d, s) for d, r in crawl.items() for s in r["solutions"]]
+    assert all_solutions, "no exercise solution found in the book"
+    bad = [f"{d}: {s}" for d, s in all_solutions if not (s["collapsed"] and s["opens"] and s["closes"])]
+    assert not bad, "\n".join(bad)
+
+
+def test_search_finds_softmax(search):
+    assert "notebooks/05_losses" in search, search
+
+
+def test_screenshots_and_summary(site, browser_context, crawl, links, search, capsys):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shots = []
+    for docname, name in [(toc_pages()[0], "intro"), (SCREENSHOT_CHAPTER, "chapter")]:
+        if docname not in crawl:
+            continue
+        for label, viewport in [("desktop", DESKTOP), ("phone", PHONE)]:
+            page = browser_context.new_page()
+            page.set_viewport_size(viewport)
+            page.goto(urllib.parse.urljoin(site, docname + ".html"), wait_until="load")
+            page.evaluate(WAIT_MATHJAX_JS)
+            path = SCREENSHOTS / f"{name}-{label}-{viewport['width']}.png"
+            page.screenshot(path=str(path))
+            shots.append(path)
+            if name == "chapter":  # also the first display equation, where overflow shows
+                block = page.locator("div.math").first
+                if block.count():
+                    block.scroll_into_view_if_needed()
+                    path = SCREENSHOTS / f"{name}-equation-{label}-{viewport['width']}.png"
+                    page.screenshot(path=str(path))
+                    shots.append(path)
+            page.close()
+    assert all(p.stat().st_size > 0 for p in shots)
+    summary = (
+        f"browser: {len(crawl)} pages checked, "
+        f"{sum(r['typeset'] for r in crawl.values())} equations rendered, "
+        f"{sum(len(r['images']) for r in crawl.values())} images loaded, "
+        f"{links['n_links']} internal links ({links['n_urls']} URLs) resolved, "
+        f"{sum(len(r['solutions']) for r in crawl.values())} solutions toggled, "
+        f"search 'softmax': {len(search)} pages; screenshots in {SCREENSHOTS.relative_to(ROOT)}/")
+    with capsys.disabled():
+        print("\n" + summary)
