@@ -122,33 +122,6 @@ def plot_contour_paths(loss, paths=None, xlim=(-2, 2), ylim=(-2, 2), ax=None, le
     return ax
 
 
-# ---- chapter 05 ----
-def plot_softmax_temperature(logits, temperature, labels=None, ax=None):
-    """Bar chart of softmax(logits / τ), titled with τ, the top probability and the entropy in
-    bits. See chapter 5; the static twin of ``widgets.softmax_temperature_explorer``.
-    """
-    from mathref.losses import entropy, softmax
-
-    z = torch.as_tensor(logits, dtype=torch.float64)
-    p = softmax(z, temperature=temperature)
-    if ax is None:
-        _, ax = new_axes(width=4.4, height=3.0)
-    names = list(labels) if labels is not None else [str(i) for i in range(len(p))]
-    ax.bar(names, p.numpy(), color=COLORS[0])
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("probability")
-    bits = entropy(p).item() / np.log(2)
-    ax.set_title(f"τ = {temperature:g}: max p = {p.max().item():.3f}, H = {bits:.2f} bits",
-                 fontsize=9)
-    return ax
-
-
-def softmax_temperature_grid(logits, temperatures, labels=None):
-    """One panel of ``plot_softmax_temperature`` per temperature, side by side. See chapter 5."""
-    fig, axes = new_axes(ncols=len(temperatures), width=2.9, height=2.7)
-    for ax, t in zip(np.atleast_1d(axes), temperatures):
-        plot_softmax_temperature(logits, t, labels=labels, ax=ax)
-    return fig
 # ---- chapter 03 ----
 def plot_decision_regions(predict, X=None, y=None, ax=None, xlim=(-0.5, 1.5), ylim=(-0.5, 1.5),
                           threshold=0.5, resolution=200, title=None):
@@ -195,6 +168,37 @@ def plot_activation(fn, grad, name, ax=None, xlim=(-4, 4)):
     ax.axvline(0, color="0.6", lw=0.8)
     ax.set(xlim=xlim, title=name, xlabel="x")
     return ax
+
+
+# ---- chapter 05 ----
+def plot_softmax_temperature(logits, temperature, labels=None, ax=None):
+    """Bar chart of softmax(logits / τ), titled with τ, the top probability and the entropy in
+    bits. See chapter 5; the static twin of ``widgets.softmax_temperature_explorer``.
+    """
+    from mathref.losses import entropy, softmax
+
+    z = torch.as_tensor(logits, dtype=torch.float64)
+    p = softmax(z, temperature=temperature)
+    if ax is None:
+        _, ax = new_axes(width=4.4, height=3.0)
+    names = list(labels) if labels is not None else [str(i) for i in range(len(p))]
+    ax.bar(names, p.numpy(), color=COLORS[0])
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("probability")
+    bits = entropy(p).item() / np.log(2)
+    ax.set_title(f"τ = {temperature:g}: max p = {p.max().item():.3f}, H = {bits:.2f} bits",
+                 fontsize=9)
+    return ax
+
+
+def softmax_temperature_grid(logits, temperatures, labels=None):
+    """One panel of ``plot_softmax_temperature`` per temperature, side by side. See chapter 5."""
+    fig, axes = new_axes(ncols=len(temperatures), width=2.9, height=2.7)
+    for ax, t in zip(np.atleast_1d(axes), temperatures):
+        plot_softmax_temperature(logits, t, labels=labels, ax=ax)
+    return fig
+
+
 # ---- chapter 06 ----
 
 def _ravine(x, y):
@@ -270,6 +274,47 @@ def plot_optimizer_race(problem, steps, lr_scale=1.0, momentum=0.9, weight_decay
                 title=f"loss per step (lr × {lr_scale:g})")
     axes[1].legend(fontsize=8)
     return paths
+
+
+# ---- chapter 07 ----
+def plot_init_depth(scale, depth=50, width=256, batch=256, activation="relu", ax=None, seed=0):
+    """Activation std layer by layer in a deep MLP whose weights have Var(w) = scale² · g²/n.
+    See chapter 7.
+
+    g² = 2 for ReLU (He) and 1 for tanh/linear; scale = 1 is the variance-preserving choice.
+    The dashed line is the prediction std(h_l) = scale^l · std(h_0·gain-adjusted), i.e. the
+    variance is multiplied by scale² at every layer (exact for ReLU and linear, a small-signal
+    approximation for tanh).
+    """
+    acts = {"relu": torch.relu, "tanh": torch.tanh, "linear": lambda z: z}
+    if activation not in acts:
+        raise ValueError(f"activation must be one of {sorted(acts)}, got {activation!r}")
+    gain2 = 2.0 if activation == "relu" else 1.0
+    gen = torch.Generator().manual_seed(seed)
+    h = torch.randn(batch, width, generator=gen)
+    stds = []
+    for _ in range(depth):
+        w = torch.randn(width, width, generator=gen) * scale * (gain2 / width) ** 0.5
+        h = acts[activation](h @ w.T)
+        stds.append(h.std().item())
+    if ax is None:
+        _, ax = new_axes(width=5.0, height=3.4)
+    layers = np.arange(1, depth + 1)
+    ax.semilogy(layers, np.maximum(stds, 1e-300), "o-", ms=3, label="measured std(h_l)")
+    ax.semilogy(layers, stds[0] * float(scale) ** (layers - 1.0), "k--", lw=1,
+                label="prediction std(h_1)·scale^(l−1)")
+    shown = [v for v in stds if v > 0] + [stds[0] * float(scale) ** (depth - 1.0)]
+    lo, hi = min(shown), max(shown)
+    if hi / lo < 100:  # keep at least two decades visible, so that noise is not magnified
+        mid = (hi * lo) ** 0.5
+        lo, hi = mid / 10, mid * 10
+    ax.set_ylim(lo / 1.5, hi * 1.5)
+    ax.set(xlabel="layer l", ylabel="std of activations",
+           title=f"{depth} {activation} layers, Var(w) = {scale:g}² · {gain2:g}/n")
+    ax.legend(fontsize=8)
+    return ax
+
+
 # ---- chapter 09 ----
 def plot_soft_lookup(scores, temperature, ax=None):
     """Bars of the softmax weights w = softmax(s / τ) over keys, the best key (hard argmax)
@@ -295,6 +340,7 @@ def soft_lookup_grid(scores, temperatures):
     fig, axes = new_axes(ncols=len(temperatures), width=3.0, height=2.6)
     for ax, tau in zip(np.atleast_1d(axes), temperatures):
         plot_soft_lookup(scores, tau, ax=ax)
+    return fig
 
 
 # ---- chapter 11 ----
@@ -377,40 +423,3 @@ def attention_weights_grid(q, k, settings, tokens=None, length=None, ncols=None)
     for ax, s in zip(np.atleast_1d(axes), settings):
         plot_attention_weights(q, k, tokens=tokens, length=length, ax=ax, **s)
     return fig
-# ---- chapter 07 ----
-def plot_init_depth(scale, depth=50, width=256, batch=256, activation="relu", ax=None, seed=0):
-    """Activation std layer by layer in a deep MLP whose weights have Var(w) = scale² · g²/n.
-    See chapter 7.
-
-    g² = 2 for ReLU (He) and 1 for tanh/linear; scale = 1 is the variance-preserving choice.
-    The dashed line is the prediction std(h_l) = scale^l · std(h_0·gain-adjusted), i.e. the
-    variance is multiplied by scale² at every layer (exact for ReLU and linear, a small-signal
-    approximation for tanh).
-    """
-    acts = {"relu": torch.relu, "tanh": torch.tanh, "linear": lambda z: z}
-    if activation not in acts:
-        raise ValueError(f"activation must be one of {sorted(acts)}, got {activation!r}")
-    gain2 = 2.0 if activation == "relu" else 1.0
-    gen = torch.Generator().manual_seed(seed)
-    h = torch.randn(batch, width, generator=gen)
-    stds = []
-    for _ in range(depth):
-        w = torch.randn(width, width, generator=gen) * scale * (gain2 / width) ** 0.5
-        h = acts[activation](h @ w.T)
-        stds.append(h.std().item())
-    if ax is None:
-        _, ax = new_axes(width=5.0, height=3.4)
-    layers = np.arange(1, depth + 1)
-    ax.semilogy(layers, np.maximum(stds, 1e-300), "o-", ms=3, label="measured std(h_l)")
-    ax.semilogy(layers, stds[0] * float(scale) ** (layers - 1.0), "k--", lw=1,
-                label="prediction std(h_1)·scale^(l−1)")
-    shown = [v for v in stds if v > 0] + [stds[0] * float(scale) ** (depth - 1.0)]
-    lo, hi = min(shown), max(shown)
-    if hi / lo < 100:  # keep at least two decades visible, so that noise is not magnified
-        mid = (hi * lo) ** 0.5
-        lo, hi = mid / 10, mid * 10
-    ax.set_ylim(lo / 1.5, hi * 1.5)
-    ax.set(xlabel="layer l", ylabel="std of activations",
-           title=f"{depth} {activation} layers, Var(w) = {scale:g}² · {gain2:g}/n")
-    ax.legend(fontsize=8)
-    return ax

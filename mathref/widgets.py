@@ -51,6 +51,8 @@ def softmax_temperature_explorer(logits, labels=None, temperature=1.0):
     slider = widgets.FloatLogSlider(value=temperature, base=10, min=-1.3, max=1.3, step=0.02,
                                     description="τ", continuous_update=False)
     return widgets.interactive(draw, temperature=slider)
+
+
 # ---- chapter 06 ----
 
 def optimizer_race_explorer(problem="ravine", steps=200, lr_scale=1.0, momentum=0.9):
@@ -75,6 +77,27 @@ def optimizer_race_explorer(problem="ravine", steps=200, lr_scale=1.0, momentum=
                                         description="lr ×", continuous_update=False),
         momentum=widgets.FloatSlider(value=momentum, min=0.0, max=0.99, step=0.01,
                                      description="β", continuous_update=False))
+
+
+# ---- chapter 07 ----
+def init_scale_explorer(depth=50, width=256, activation="relu", scale=1.0):
+    """A slider over the initialization scale of a deep MLP (scale 1 = He for ReLU). See chapter 7.
+
+    Draws ``viz.plot_init_depth``, the static twin shown in the book.
+    """
+    widgets = _ipywidgets()
+
+    def draw(scale, activation):
+        viz.plot_init_depth(scale, depth=depth, width=width, activation=activation)
+        plt.show()
+
+    slider = widgets.FloatSlider(value=scale, min=0.5, max=1.5, step=0.05, description="scale",
+                                 continuous_update=False, readout_format=".2f")
+    menu = widgets.Dropdown(options=["relu", "tanh", "linear"], value=activation,
+                            description="activation")
+    return widgets.interactive(draw, scale=slider, activation=menu)
+
+
 # ---- chapter 09 ----
 def temperature_explorer(scores, temperature=1.0, log10_min=-2.0, log10_max=2.0):
     """A slider over log₁₀ τ for the soft lookup w = softmax(s / τ). See chapter 9.
@@ -115,20 +138,3 @@ def attention_explorer(q, k, tokens=None, temperature=1.0, mask="causal", head=0
     h = widgets.IntSlider(value=head, min=0, max=len(q) - 1, description="head",
                           continuous_update=False)
     return widgets.interactive(draw, temperature=tau, mask=kind, head=h)
-# ---- chapter 07 ----
-def init_scale_explorer(depth=50, width=256, activation="relu", scale=1.0):
-    """A slider over the initialization scale of a deep MLP (scale 1 = He for ReLU). See chapter 7.
-
-    Draws ``viz.plot_init_depth``, the static twin shown in the book.
-    """
-    widgets = _ipywidgets()
-
-    def draw(scale, activation):
-        viz.plot_init_depth(scale, depth=depth, width=width, activation=activation)
-        plt.show()
-
-    slider = widgets.FloatSlider(value=scale, min=0.5, max=1.5, step=0.05, description="scale",
-                                 continuous_update=False, readout_format=".2f")
-    menu = widgets.Dropdown(options=["relu", "tanh", "linear"], value=activation,
-                            description="activation")
-    return widgets.interactive(draw, scale=slider, activation=menu)
