@@ -7,13 +7,16 @@ Conventions (fixed once for the course): dimension index j, pair index i = ⌊j/
                  R(θ) = [[cos θ, −sin θ], [sin θ, cos θ]]. The "half" layout pairs x_i with
                  x_(i + d/2) (GPT-NeoX / Llama style), "adjacent" pairs x_(2i) with x_(2i+1).
     ALiBi        bias[h, i, j] = −m_h · (i − j) for keys j ≤ i, slopes m_h = 2^(−8h/H).
+    T5 bias      a learned scalar per (head, bucket of the offset key − query).
+    Extension    position interpolation m → m/s; NTK-aware base → base·s^(d/(d−2)).
 """
 import math
 
 import torch
 
 __all__ = ["sinusoidal_positions", "rope_frequencies", "rope_cache", "apply_rope",
-           "alibi_slopes", "alibi_bias"]
+           "alibi_slopes", "alibi_bias", "position_interpolation", "ntk_scaled_base",
+           "t5_relative_bucket"]
 
 
 def sinusoidal_positions(T, d, base=10000.0, device=None, dtype=torch.float32):
@@ -104,3 +107,55 @@ def alibi_bias(n_heads, T, S=None, device=None, dtype=torch.float32):
     bias = -slopes * distance
     bias = bias.masked_fill(distance < 0, float("-inf"))
     return bias.to(dtype)
+
+
+def position_interpolation(positions, scale):
+    """Position interpolation (Chen et al. 2023): m → m / s, with s = L_new / L_trained ≥ 1.
+
+    Feeding these fractional positions to ``apply_rope`` keeps every angle m·θ_i / s inside the
+    range seen in training: positions 0 … L_new − 1 land in [0, L_trained).
+    """
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale}")
+    return torch.as_tensor(positions).to(torch.float64) / scale
+
+
+def ntk_scaled_base(base, scale, d_head):
+    """NTK-aware RoPE scaling: base' = base · s^(d_head/(d_head − 2)).
+
+    With θ'_i = base'^(−2i/d_head) = θ_i · s^(−2i/(d_head − 2)), the fastest pair (i = 0) is
+    unchanged and the slowest (i = d_head/2 − 1) is slowed by exactly s, like interpolation.
+    """
+    if d_head % 2 or d_head < 4:
+        raise ValueError(f"NTK scaling needs an even head dimension ≥ 4, got d_head={d_head}")
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale}")
+    return base * scale ** (d_head / (d_head - 2))
+
+
+def t5_relative_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """T5's bucket for an offset r = key position − query position (an integer tensor).
+
+    Half the buckets (all of them when causal) are exact for small |r| < n_exact = n_b/2; larger
+    |r| get n_exact + ⌊log(|r|/n_exact) / log(max_distance/n_exact) · (n_b − n_exact)⌋, capped at
+    n_b − 1, so buckets grow logarithmically and everything beyond max_distance shares one.
+    Bidirectional: keys after the query use the upper half of the buckets. Causal: offsets
+    r > 0 (future keys) fall in bucket 0 with r = 0.
+    """
+    r = torch.as_tensor(relative_position)
+    if r.is_floating_point() or r.is_complex():
+        raise TypeError(f"relative_position must be an integer tensor, got {r.dtype}")
+    if num_buckets < 2 or (bidirectional and num_buckets < 4):
+        raise ValueError(f"num_buckets is too small: {num_buckets}")
+    bucket = torch.zeros_like(r)
+    if bidirectional:
+        num_buckets //= 2
+        bucket = bucket + (r > 0).long() * num_buckets
+        n = r.abs()
+    else:
+        n = (-r).clamp(min=0)
+    n_exact = num_buckets // 2
+    ratio = torch.log(n.clamp(min=1).to(torch.float64) / n_exact) / math.log(max_distance / n_exact)
+    large = n_exact + (ratio * (num_buckets - n_exact)).floor().long()
+    large = large.clamp(max=num_buckets - 1)
+    return bucket + torch.where(n < n_exact, n, large)

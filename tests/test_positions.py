@@ -86,3 +86,64 @@ def test_alibi_slopes_and_bias():
                                 [-2 * slope, -slope, 0.0]]
     decode = P.alibi_bias(2, 1, 4, dtype=torch.float64)
     assert decode[0, 0].tolist() == [-3 * slope, -2 * slope, -slope, 0.0]
+
+
+def test_position_interpolation_keeps_angles_in_the_trained_range(float64_device):
+    trained, target, d = 16, 64, 8
+    scale = target / trained
+    pos = P.position_interpolation(torch.arange(target), scale).to(float64_device)
+    assert pos.max().item() < trained
+    # against complex multiplication with the angles m·θ_i / s, written out
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(target, d, generator=g, dtype=torch.float64).to(float64_device)
+    theta = torch.tensor([10000 ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64)
+    angles = torch.tensor([[m / scale * t for t in theta.tolist()] for m in range(target)],
+                          dtype=torch.float64).to(float64_device)
+    z = torch.complex(x[:, : d // 2], x[:, d // 2:]) * torch.polar(torch.ones_like(angles), angles)
+    torch.testing.assert_close(P.apply_rope(x, positions=pos), torch.cat([z.real, z.imag], -1),
+                               atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="scale"):
+        P.position_interpolation(torch.arange(3), 0.0)
+
+
+def test_ntk_scaled_base_keeps_the_fastest_pair_and_slows_the_slowest_by_s():
+    for d, s in [(8, 2.0), (64, 4.0), (128, 8.0)]:
+        new = P.rope_frequencies(d, P.ntk_scaled_base(10000.0, s, d))
+        old = P.rope_frequencies(d)
+        i = torch.arange(d // 2, dtype=torch.float64)
+        torch.testing.assert_close(new, old * s ** (-2 * i / (d - 2)), atol=0, rtol=1e-12)
+        assert new[0].item() == pytest.approx(1.0)
+        assert new[-1].item() == pytest.approx(old[-1].item() / s, rel=1e-12)
+    with pytest.raises(ValueError, match="even"):
+        P.ntk_scaled_base(10000.0, 2.0, 7)
+
+
+def _t5_bucket_loop(r, bidirectional, num_buckets, max_distance):
+    """T5's bucketing for one offset, written as plain Python arithmetic."""
+    out = 0
+    if bidirectional:
+        num_buckets //= 2
+        if r > 0:
+            out += num_buckets
+        n = abs(r)
+    else:
+        n = max(-r, 0)
+    exact = num_buckets // 2
+    if n < exact:
+        return out + n
+    v = exact + int(math.log(n / exact) / math.log(max_distance / exact) * (num_buckets - exact))
+    return out + min(v, num_buckets - 1)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_t5_relative_bucket_matches_a_direct_loop(device, bidirectional):
+    r = torch.arange(-300, 301, device=device)
+    got = P.t5_relative_bucket(r, bidirectional=bidirectional, num_buckets=32, max_distance=128)
+    want = [_t5_bucket_loop(v, bidirectional, 32, 128) for v in range(-300, 301)]
+    assert got.cpu().tolist() == want
+    assert got.min().item() >= 0 and got.max().item() == 31
+    # offsets 0 … 7 (bidirectional) or 0 … 15 (causal) each get a bucket of their own
+    exact = 8 if bidirectional else 16
+    assert got[300 - torch.arange(exact)].cpu().tolist() == list(range(exact))
+    with pytest.raises(TypeError, match="integer"):
+        P.t5_relative_bucket(torch.tensor([1.5]))
