@@ -122,21 +122,20 @@ def verdicts_from_outputs(nb, stopped_at=None, stop_verdict="timeout", stop_mess
                 stop_given = True
             continue
         outputs = nb.cells[index].get("outputs", [])
-        if any(f"✅ {label}: passed" in _text(o) for o in outputs):
-            verdicts[label] = ("pass", "")
-            continue
         errors = [o for o in outputs if o.get("output_type") == "error"]
-        if not errors:
-            verdicts[label] = ("error", "the check cell printed no verdict (was it changed?)")
-            continue
-        error = errors[0]
-        ename, evalue = error.get("ename", ""), error.get("evalue", "")
-        if ename == "ExerciseCheckFailed" and evalue.startswith(f"{label}: "):
-            message = evalue[len(label) + 2:]
+        failed = [o for o in errors if o.get("ename") == "ExerciseCheckFailed"
+                  and o.get("evalue", "").startswith(f"{label}: ")]
+        if failed:  # a failed check wins over any "passed" text the student's code printed
+            message = failed[0]["evalue"][len(label) + 2:]
             verdict = "not attempted" if message.startswith("not attempted") else "fail"
             verdicts[label] = (verdict, _one_line(message, 300))
-        else:
+        elif any(f"✅ {label}: passed" in _text(o) for o in outputs):
+            verdicts[label] = ("pass", "")  # a later line of the check cell may still crash
+        elif errors:
+            ename, evalue = errors[0].get("ename", ""), errors[0].get("evalue", "")
             verdicts[label] = ("error", _one_line(f"{ename}: {evalue}" if evalue else ename))
+        else:
+            verdicts[label] = ("error", "the check cell printed no verdict (was it changed?)")
     return verdicts
 
 

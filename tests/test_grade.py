@@ -109,6 +109,9 @@ def test_verdicts_from_outputs_reads_each_kind_of_check_output():
                                              "ch09-c: not attempted yet: ...")),
         cell("checks.check_ch09_d(g)", error("NameError", "name 'g' is not defined")),
         cell("checks.check_ch09_e(f)"),
+        cell("checks.check_ch09_h(f)", {"output_type": "stream", "name": "stdout",
+                                         "text": "✅ ch09-h: passed\n"},
+             error("ExerciseCheckFailed", "ch09-h: f(2): expected 4")),
         cell("x = 1"),
         cell("checks.check_ch09_f(f)"),
         cell("checks.check_ch09_g(f)"),
@@ -118,9 +121,10 @@ def test_verdicts_from_outputs_reads_each_kind_of_check_output():
         "ch09-c": ("not attempted", "not attempted yet: ..."),
         "ch09-d": ("error", "NameError: name 'g' is not defined"),
         "ch09-e": ("error", "the check cell printed no verdict (was it changed?)"),
+        "ch09-h": ("fail", "f(2): expected 4"),
         "ch09-f": ("error", "the check cell printed no verdict (was it changed?)"),
         "ch09-g": ("error", "the check cell printed no verdict (was it changed?)")}
-    stopped = verdicts_from_outputs(nb, stopped_at=5, stop_message="out of time")
+    stopped = verdicts_from_outputs(nb, stopped_at=6, stop_message="out of time")
     assert stopped["ch09-e"] == ("error", "the check cell printed no verdict (was it changed?)")
     assert stopped["ch09-f"] == ("timeout", "out of time")
     assert stopped["ch09-g"] == ("not run", "")
@@ -189,3 +193,31 @@ def test_cli_rejects_an_empty_folder(tmp_path):
     run = grade_cli(tmp_path, cwd=tmp_path)
     assert run.returncode == 2 and "no <student>.ipynb files" in run.stderr
     assert not (tmp_path / "grades.csv").exists()
+
+
+def tiny_notebook(path, *sources):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nbformat.write(nb, path)
+    return path
+
+
+# a stand-in for mathref.checks that imports nothing heavy
+FAKE_CHECKS = ("import types\nchecks = types.SimpleNamespace(\n"
+               "    check_ch99_tiny=lambda f: print('✅ ch99-tiny: passed'))")
+
+
+def test_a_top_level_endless_loop_and_a_dead_kernel_stop_only_their_notebook(tmp_path):
+    start = time.monotonic()
+    looping = grade_notebook(tiny_notebook(
+        tmp_path / "loop.ipynb", FAKE_CHECKS, "checks.check_ch99_tiny(print)",
+        "while True:\n    pass", "checks.check_ch99_tiny(print)"), timeout=5)
+    assert time.monotonic() - start < 60
+    assert looping["status"] == "timeout" and "cell 3 (while True:)" in looping["detail"]
+    assert looping["verdicts"] == {"ch99-tiny": ("pass", "")}  # the first check counts
+
+    died = grade_notebook(tiny_notebook(
+        tmp_path / "died.ipynb", "import os", "os._exit(1)", "checks.check_ch99_tiny(print)"),
+        timeout=30)
+    assert died["status"] == "kernel died" and "cell 2 (os._exit(1))" in died["detail"]
+    assert died["verdicts"] == {"ch99-tiny": (
+        "error", "the kernel died during this exercise (out of memory or a crash)")}
