@@ -22,7 +22,7 @@ export MATHREF_DATA
 NBVAL := $(PY) -m pytest -p tests.nbval_conftest --nbval --nbval-current-env \
          --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 900 -q
 
-.PHONY: venv book browser test unit nbval times outputs student bench clean
+.PHONY: venv book browser test unit nbval times outputs student grade bench clean
 
 # Browser-side assets, so the built book reads offline: MathJax 3 (equations) and the
 # ipywidgets embed manager with RequireJS (widget snapshots). Fetched with npm from its
@@ -102,6 +102,12 @@ outputs: venv
 
 student: venv
 	$(PY) -m mathref.student notebooks student
+
+# Grade submitted student notebooks: make grade SUBMISSIONS=folder-of-<student>.ipynb
+# (GRADE_OPTS="--timeout 300 --jobs 2" for more); writes grades.csv and grades_report.txt.
+grade: venv
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir [GRADE_OPTS=...]"; exit 2; }
+	$(PY) -m mathref.grade $(SUBMISSIONS) --out grades.csv --report grades_report.txt $(GRADE_OPTS)
 
 bench: venv
 	@for b in benchmarks/*.py; do [ -e "$$b" ] && $(PY) "$$b"; done; true

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import nbformat
 
+from mathref.grade import EXERCISE_LABEL, checker_name, exercise_labels  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-EXERCISE_LABEL = re.compile(r"\{exercise(?:-start)?\}[^\n]*\n(?:\s*:[^\n]*\n)*?\s*:label:\s*(\S+)")
 SOLUTION_START = re.compile(r"\{solution-start\}\s*(\S+)")
 IGNORE_TAGS = ("nbval-ignore-output", "nbval-skip")
 
@@ -23,15 +24,6 @@ def code_cells(nb):
 
 def setup_source(nb):
     return code_cells(nb)[0].source
-
-
-def exercise_labels(nb):
-    return [label for c in nb.cells if c.cell_type == "markdown"
-            for label in EXERCISE_LABEL.findall(c.source)]
-
-
-def checker_name(label):
-    return "check_" + label.replace("-", "_")
 
 
 def solution_cell(nb, label):
