@@ -8,3 +8,4 @@ from mathref.checks.ch04 import *  # noqa: F401,F403
 from mathref.checks.ch05 import *  # noqa: F401,F403
 from mathref.checks.ch03 import *  # noqa: F401,F403
 from mathref.checks.ch08 import *  # noqa: F401,F403
+from mathref.checks.ch13 import *  # noqa: F401,F403
