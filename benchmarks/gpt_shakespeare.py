@@ -31,7 +31,7 @@ RECIPES = {
                    warmup_steps=100, betas=(0.9, 0.99), weight_decay=0.1, grad_clip=1.0)),
         "b": ("course best, modern style",
               dict(style="modern", n_layer=4, n_head=4, d_model=128, block_size=64, dropout=0.0),
-              dict(max_steps=1000, batch_size=16, block_size=64, lr=4e-3, min_lr=4e-4,
+              dict(max_steps=800, batch_size=16, block_size=64, lr=4e-3, min_lr=4e-4,
                    warmup_steps=50, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0)),
     },
     "cuda": {
@@ -74,7 +74,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--configs", default="a,b")
-    parser.add_argument("--eval-interval", type=int, default=100)
+    parser.add_argument("--eval-interval", type=int, default=50)
     parser.add_argument("--compile", action="store_true", help="torch.compile both models")
     parser.add_argument("--json", type=Path, help="also write the histories to this file")
     args = parser.parse_args(argv)
