@@ -12,3 +12,4 @@ from mathref.checks.ch06 import *  # noqa: F401,F403
 from mathref.checks.ch02 import *  # noqa: F401,F403
 from mathref.checks.ch09 import *  # noqa: F401,F403
 from mathref.checks.ch10 import *  # noqa: F401,F403
+from mathref.checks.ch14 import *  # noqa: F401,F403
