@@ -20,7 +20,8 @@ from mathref.norm import LayerNorm, RMSNorm
 from mathref.positions import apply_rope, rope_cache
 from mathref.transformer import FeedForward
 
-__all__ = ["GPTConfig", "GPT", "KVCache", "sample_next", "generate"]
+__all__ = ["GPTConfig", "GPT", "KVCache", "sample_next", "generate", "sequence_log_prob",
+           "beam_search"]
 
 _STYLES = {
     "classic": dict(positions="learned", norm="layer", activation="gelu_tanh", qk_norm=False,
@@ -332,3 +333,53 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     finally:
         model.train(was_training)
     return idx
+
+
+@torch.no_grad()
+def sequence_log_prob(model, idx, n_prompt):
+    """Σ_{t ≥ n_prompt} log p(x_t | x_<t) for each row of idx [B, T]: the log-probability the
+    model gives to the continuation after the first n_prompt tokens (in nats)."""
+    if idx.dim() != 2 or not 1 <= n_prompt < idx.shape[1]:
+        raise ValueError(f"need idx [B, T] and 1 ≤ n_prompt < T, got shape {tuple(idx.shape)} "
+                         f"and n_prompt={n_prompt}")
+    was_training = model.training
+    model.eval()
+    logits, _ = model(idx[:, :-1])
+    model.train(was_training)
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()
+    logp = torch.log_softmax(logits, dim=-1)
+    picked = logp.gather(-1, idx[:, 1:, None]).squeeze(-1)      # log p(x_t | x_<t), t ≥ 1
+    return picked[:, n_prompt - 1:].sum(dim=-1)
+
+
+@torch.no_grad()
+def beam_search(model, idx, max_new_tokens, beam_width=4):
+    """Beam search from one prompt idx [1, T]: keep the beam_width continuations with the
+    highest total log-probability Σ log p(x_t | x_<t), extend each by every token, keep the best
+    beam_width again. Returns (best sequence [1, T + max_new_tokens], its log-probability).
+    beam_width=1 is greedy decoding; a beam as wide as V^(n−1) is exhaustive search."""
+    if idx.dim() != 2 or idx.shape[0] != 1:
+        raise ValueError(f"beam_search takes one prompt [1, T], got shape {tuple(idx.shape)}")
+    if beam_width < 1 or max_new_tokens < 1:
+        raise ValueError(f"beam_width and max_new_tokens must be ≥ 1, got {beam_width} and "
+                         f"{max_new_tokens}")
+    was_training = model.training
+    model.eval()
+    block = model.config.block_size
+    beams = idx                                             # [k, T + t]
+    scores = 0.0                                            # total log-probability of each beam
+    try:
+        for _ in range(max_new_tokens):
+            logits, _ = model(beams[:, -block:])
+            last = logits[:, -1]
+            if last.dtype in (torch.float16, torch.bfloat16):
+                last = last.float()
+            logp = torch.log_softmax(last, dim=-1)                         # [k, V]
+            V = logp.shape[-1]
+            candidates = (logp + (scores[:, None] if torch.is_tensor(scores) else 0.0)).flatten()
+            scores, flat = candidates.topk(min(beam_width, candidates.numel()))
+            beams = torch.cat([beams[flat // V], (flat % V)[:, None]], dim=1)
+    finally:
+        model.train(was_training)
+    return beams[:1], scores[0].item()

@@ -148,3 +148,40 @@ def test_loads_hugging_face_gpt2_with_identical_logits():
         got = ours(x)[0]
     assert ours.config.n_layer == 2 and ours.config.d_model == 64
     torch.testing.assert_close(got, expected, atol=1e-10, rtol=1e-8)
+
+
+def test_sequence_log_prob_is_the_sum_of_next_token_log_probs(float64_device):
+    model = model_for(tiny(), float64_device)
+    x = ids(2, 7, device=float64_device)
+    logits = model(x)[0]
+    expected = sum(torch.log_softmax(logits[:, t - 1], -1).gather(-1, x[:, t:t + 1]).squeeze(-1)
+                   for t in range(3, 7))
+    from mathref.gpt import sequence_log_prob
+    torch.testing.assert_close(sequence_log_prob(model, x, 3), expected, atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.parametrize("style, seed", [("classic", 5), ("modern", 4)])
+def test_beam_search_finds_the_exact_best_sequence_by_brute_force(float64_device, style, seed):
+    import itertools
+    from mathref.gpt import beam_search, sequence_log_prob
+    V, n = 5, 3
+    torch.manual_seed(seed)
+    model = GPT(tiny(style, vocab_size=V)).double().to(float64_device).eval()
+    with torch.no_grad():   # sharpen the random model's predictions (a larger final gain)
+        model.ln_f.weight.mul_(10)
+    prompt = ids(1, 2, V=V, seed=5, device=float64_device)
+    every = torch.tensor(list(itertools.product(range(V), repeat=n)), device=float64_device)
+    candidates = torch.cat([prompt.expand(len(every), -1), every], dim=1)
+    logp = sequence_log_prob(model, candidates, prompt.shape[1])      # brute force: V^n sequences
+    best = logp.argmax()
+    seq, score = beam_search(model, prompt, n, beam_width=V ** (n - 1))
+    assert torch.equal(seq[0], candidates[best])
+    assert abs(score - logp[best].item()) < 1e-10
+    greedy = generate(model, prompt, n, temperature=0.0, use_cache=False)
+    seq1, score1 = beam_search(model, prompt, n, beam_width=1)          # width 1 is greedy
+    assert torch.equal(seq1, greedy)
+    assert score1 <= score + 1e-12
+    if style == "modern":   # here greedy is not optimal: the test can tell beam from greedy
+        assert score1 < score - 0.1
+    with pytest.raises(ValueError, match="one prompt"):
+        beam_search(model, candidates[:2], 2)

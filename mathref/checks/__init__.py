@@ -16,4 +16,5 @@ from mathref.checks.ch10 import *  # noqa: F401,F403
 from mathref.checks.ch11 import *  # noqa: F401,F403
 from mathref.checks.ch12 import *  # noqa: F401,F403
 from mathref.checks.ch13 import *  # noqa: F401,F403
+from mathref.checks.ch14 import *  # noqa: F401,F403
 from mathref.checks.ch15 import *  # noqa: F401,F403

@@ -1,0 +1,113 @@
+"""Checkers for chapter 14: GPT training, perplexity and bits per byte, sampling."""
+import math
+
+import torch
+
+from mathref.checks.core import expect, expect_callable, expect_close, exercise
+
+__all__ = ["check_ch14_next_token_pairs", "check_ch14_perplexity_bpb", "check_ch14_top_k",
+           "check_ch14_top_p"]
+
+
+def _pair(result, what):
+    expect(isinstance(result, (tuple, list)) and len(result) == 2,
+           f"{what} must return a pair, got {type(result).__name__}")
+    return result
+
+
+@exercise("ch14-next-token-pairs")
+def check_ch14_next_token_pairs(next_token_pairs):
+    """next_token_pairs(ids [B, T+1]) → (ids[:, :-1], ids[:, 1:])."""
+    expect_callable(next_token_pairs, "next_token_pairs(ids)")
+    for B, T1 in ((3, 9), (1, 2), (5, 4)):
+        ids = torch.arange(B * T1).view(B, T1) * 7 % 11     # distinct rows, no constant runs
+        inputs, targets = _pair(next_token_pairs(ids.clone()), "next_token_pairs(ids)")
+        expect(isinstance(inputs, torch.Tensor) and isinstance(targets, torch.Tensor),
+               "inputs and targets must be tensors")
+        expect(tuple(inputs.shape) == (B, T1 - 1) and tuple(targets.shape) == (B, T1 - 1),
+               f"for ids of shape {(B, T1)} expected inputs and targets of shape {(B, T1 - 1)}, "
+               f"got {tuple(inputs.shape)} and {tuple(targets.shape)}")
+        expect(torch.equal(inputs, ids[:, :-1]),
+               "inputs must be each window without its last token")
+        expect(torch.equal(targets, ids[:, 1:]),
+               "targets[:, t] must be the token after inputs[:, t] (each window without its "
+               "first token)")
+    return "targets are the inputs shifted by one along time"
+
+
+@exercise("ch14-perplexity-bpb")
+def check_ch14_perplexity_bpb(perplexity_and_bpb):
+    """perplexity_and_bpb(total, n_tokens, n_bytes) → (exp(total/n_tokens), total/(ln2·n_bytes))."""
+    expect_callable(perplexity_and_bpb, "perplexity_and_bpb(total_nll_nats, n_tokens, n_bytes)")
+    for total, n_tokens, n_bytes in ((1500.0, 1000, 1000), (2000.0, 500, 1800),
+                                     (123.4, 40, 161), (0.0, 10, 30)):
+        ppl, bpb = _pair(perplexity_and_bpb(total, n_tokens, n_bytes), "perplexity_and_bpb")
+        what = f"total {total} nats, {n_tokens} tokens, {n_bytes} bytes"
+        expect_close(ppl, math.exp(total / n_tokens), f"perplexity for {what}", rtol=1e-9)
+        expect_close(bpb, total / (math.log(2) * n_bytes), f"bits per byte for {what}",
+                     rtol=1e-9)
+    return "PPL = e^(mean nats per token), BPB = total bits / bytes"
+
+
+def _rows_without_ties(B, V, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.randperm(V, generator=g).double() * 0.37 - 2.0
+                        for _ in range(B)])
+
+
+@exercise("ch14-top-k")
+def check_ch14_top_k(top_k_filter):
+    """top_k_filter(logits [B, V], k): the k largest of each row kept, the rest −inf."""
+    expect_callable(top_k_filter, "top_k_filter(logits, k)")
+    for B, V, k in ((3, 10, 3), (2, 7, 1), (4, 6, 6), (1, 5, 2)):
+        logits = _rows_without_ties(B, V, seed=B * 100 + k)
+        got = top_k_filter(logits.clone(), k)
+        expect(isinstance(got, torch.Tensor) and got.shape == logits.shape,
+               f"expected a tensor of shape {tuple(logits.shape)}, got "
+               f"{tuple(getattr(got, 'shape', ()))}")
+        for row in range(B):
+            keep = logits[row].argsort(descending=True)[:k]
+            want = torch.full((V,), float("-inf"), dtype=logits.dtype)
+            want[keep] = logits[row, keep]
+            kept = torch.isfinite(got[row])
+            expect(int(kept.sum()) == k, f"row {row} with k={k}: expected {k} finite logits, "
+                                         f"got {int(kept.sum())}")
+            expect(torch.equal(torch.isneginf(got[row]), torch.isneginf(want)),
+                   f"row {row} with k={k}: the kept entries must be the {k} largest of that row "
+                   f"and the others −inf")
+            expect(torch.allclose(got[row, keep], logits[row, keep]),
+                   "the kept logits must be unchanged")
+    return "k largest per row kept, the rest −inf"
+
+
+def _nucleus(probs, top_p):
+    out = torch.zeros_like(probs)
+    for row in range(probs.shape[0]):
+        order = probs[row].argsort(descending=True)
+        mass = 0.0
+        for i in order.tolist():
+            if mass >= top_p:
+                break
+            out[row, i] = probs[row, i]
+            mass += probs[row, i].item()
+    return out / out.sum(-1, keepdim=True)
+
+
+@exercise("ch14-top-p")
+def check_ch14_top_p(top_p_probs):
+    """top_p_probs(probs [B, V], top_p): smallest most-likely set reaching top_p, renormalized."""
+    expect_callable(top_p_probs, "top_p_probs(probs, top_p)")
+    base = torch.tensor([[0.05, 0.4, 0.1, 0.3, 0.15],     # unsorted on purpose
+                         [0.7, 0.1, 0.08, 0.07, 0.05],
+                         [0.22, 0.18, 0.2, 0.21, 0.19]], dtype=torch.float64)
+    for top_p in (0.65, 0.5, 0.9, 0.3, 1.0):
+        got = top_p_probs(base.clone(), top_p)
+        want = _nucleus(base, top_p)
+        expect(isinstance(got, torch.Tensor) and got.shape == base.shape,
+               f"expected a tensor of shape {tuple(base.shape)}")
+        for row in range(base.shape[0]):
+            expect(torch.allclose(got[row].double(), want[row], atol=1e-9),
+                   f"top_p={top_p}, probs {base[row].tolist()}: expected "
+                   f"{[round(v, 4) for v in want[row].tolist()]}, got "
+                   f"{[round(v, 4) for v in got[row].double().tolist()]}")
+    return "nucleus kept in the original order and renormalized"
