@@ -209,17 +209,22 @@ class MultiHeadAttention(nn.Module):
 
     @classmethod
     def from_torch(cls, mha):
-        """Copy an ``nn.MultiheadAttention`` (batch_first) whose in_proj_weight [3d, d] stacks
-        [W_Q; W_K; W_V] (each in nn.Linear's (out, in) layout) and whose out_proj is W_O."""
-        d, h = mha.embed_dim, mha.num_heads
-        ours = cls(d, h, bias=mha.in_proj_bias is not None, dropout=mha.dropout)
+        """A copy of an ``nn.MultiheadAttention`` (batch_first), see ``load_torch_weights``."""
+        ours = cls(mha.embed_dim, mha.num_heads, bias=mha.in_proj_bias is not None,
+                   dropout=mha.dropout)
         ours = ours.to(device=mha.out_proj.weight.device, dtype=mha.out_proj.weight.dtype)
-        with torch.no_grad():
-            for i, lin in enumerate((ours.w_q, ours.w_k, ours.w_v)):
-                lin.weight.copy_(mha.in_proj_weight[i * d:(i + 1) * d])
-                if mha.in_proj_bias is not None:
-                    lin.bias.copy_(mha.in_proj_bias[i * d:(i + 1) * d])
-            ours.w_o.weight.copy_(mha.out_proj.weight)
-            if mha.out_proj.bias is not None:
-                ours.w_o.bias.copy_(mha.out_proj.bias)
-        return ours
+        return ours.load_torch_weights(mha)
+
+    @torch.no_grad()
+    def load_torch_weights(self, mha):
+        """Copy the weights of an ``nn.MultiheadAttention`` whose in_proj_weight [3d, d] stacks
+        [W_Q; W_K; W_V] (each in nn.Linear's (out, in) layout) and whose out_proj is W_O."""
+        d = mha.embed_dim
+        for i, lin in enumerate((self.w_q, self.w_k, self.w_v)):
+            lin.weight.copy_(mha.in_proj_weight[i * d:(i + 1) * d])
+            if mha.in_proj_bias is not None:
+                lin.bias.copy_(mha.in_proj_bias[i * d:(i + 1) * d])
+        self.w_o.weight.copy_(mha.out_proj.weight)
+        if mha.out_proj.bias is not None:
+            self.w_o.bias.copy_(mha.out_proj.bias)
+        return self

@@ -127,27 +127,32 @@ def _copy_linear(ours, theirs):
         ours.bias.copy_(theirs.bias)
 
 
-def _copy_mha(ours, theirs):
-    """nn.MultiheadAttention's in_proj_weight [3d, d] stacks [W_Q; W_K; W_V]."""
-    d = theirs.embed_dim
-    for i, lin in enumerate((ours.w_q, ours.w_k, ours.w_v)):
-        lin.weight.copy_(theirs.in_proj_weight[i * d:(i + 1) * d])
-        if theirs.in_proj_bias is not None:
-            lin.bias.copy_(theirs.in_proj_bias[i * d:(i + 1) * d])
-    _copy_linear(ours.w_o, theirs.out_proj)
-
-
 def _copy_norm(ours, theirs):
     ours.weight.copy_(theirs.weight)
     if getattr(theirs, "bias", None) is not None:
         ours.bias.copy_(theirs.bias)
 
 
-def _check_torch_layer(layer, cls_name):
-    if not layer.self_attn.batch_first:
-        raise ValueError(f"{cls_name}.from_torch needs a layer built with batch_first=True")
-    if layer.norm1.normalized_shape != (layer.self_attn.embed_dim,):
+@torch.no_grad()
+def _from_torch_layer(cls, layer, norms):
+    """Build a ``cls`` block shaped like a torch Transformer layer and copy what both block
+    kinds share: self-attention, the FFN's two Linears and the named norms."""
+    attn = layer.self_attn
+    if not attn.batch_first:
+        raise ValueError(f"{cls.__name__}.from_torch needs a layer built with batch_first=True")
+    if layer.norm1.normalized_shape != (attn.embed_dim,):
         raise ValueError("the layer's norms must act on the last dimension d_model")
+    ours = cls(attn.embed_dim, attn.num_heads, layer.linear1.out_features,
+               dropout=layer.dropout.p, activation=_activation_name(layer.activation),
+               norm_first=layer.norm_first, bias=layer.linear1.bias is not None,
+               eps=layer.norm1.eps)
+    ours = ours.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
+    ours.self_attn.load_torch_weights(attn)
+    _copy_linear(ours.ffn.fc, layer.linear1)
+    _copy_linear(ours.ffn.proj, layer.linear2)
+    for name in norms:
+        _copy_norm(getattr(ours, name), getattr(layer, name))
+    return ours
 
 
 class EncoderBlock(nn.Module):
@@ -194,21 +199,7 @@ class EncoderBlock(nn.Module):
         """Copy an ``nn.TransformerEncoderLayer(batch_first=True)`` (relu or gelu, either
         norm placement). Its ``src_key_padding_mask`` (True = padding) corresponds to our
         ``mask=key_padding_mask(...)`` (True = allowed)."""
-        _check_torch_layer(layer, cls.__name__)
-        attn = layer.self_attn
-        d, d_ff = attn.embed_dim, layer.linear1.out_features
-        ours = cls(d, attn.num_heads, d_ff, dropout=layer.dropout.p,
-                   activation=_activation_name(layer.activation), norm_first=layer.norm_first,
-                   bias=layer.linear1.bias is not None, eps=layer.norm1.eps)
-        w = layer.linear1.weight
-        ours = ours.to(device=w.device, dtype=w.dtype)
-        with torch.no_grad():
-            _copy_mha(ours.self_attn, attn)
-            _copy_linear(ours.ffn.fc, layer.linear1)
-            _copy_linear(ours.ffn.proj, layer.linear2)
-            _copy_norm(ours.norm1, layer.norm1)
-            _copy_norm(ours.norm2, layer.norm2)
-        return ours
+        return _from_torch_layer(cls, layer, ("norm1", "norm2"))
 
 
 class DecoderBlock(nn.Module):
@@ -273,22 +264,9 @@ class DecoderBlock(nn.Module):
     def from_torch(cls, layer):
         """Copy an ``nn.TransformerDecoderLayer(batch_first=True)``: self_attn, multihead_attn
         (the cross-attention), linear1/linear2, norm1/norm2/norm3."""
-        _check_torch_layer(layer, cls.__name__)
-        attn = layer.self_attn
-        d, d_ff = attn.embed_dim, layer.linear1.out_features
-        ours = cls(d, attn.num_heads, d_ff, dropout=layer.dropout.p,
-                   activation=_activation_name(layer.activation), norm_first=layer.norm_first,
-                   bias=layer.linear1.bias is not None, eps=layer.norm1.eps)
-        w = layer.linear1.weight
-        ours = ours.to(device=w.device, dtype=w.dtype)
+        ours = _from_torch_layer(cls, layer, ("norm1", "norm2", "norm3"))
         with torch.no_grad():
-            _copy_mha(ours.self_attn, attn)
-            _copy_mha(ours.cross_attn, layer.multihead_attn)
-            _copy_linear(ours.ffn.fc, layer.linear1)
-            _copy_linear(ours.ffn.proj, layer.linear2)
-            for mine, theirs in ((ours.norm1, layer.norm1), (ours.norm2, layer.norm2),
-                                 (ours.norm3, layer.norm3)):
-                _copy_norm(mine, theirs)
+            ours.cross_attn.load_torch_weights(layer.multihead_attn)
         return ours
 
 

@@ -1,25 +1,12 @@
 """Checkers for chapter 10: tokenization and embeddings."""
-from collections import Counter
-
 import torch
 import torch.nn.functional as F
 
 from mathref.checks.core import CheckFailure, exercise, expect, expect_callable
+from mathref import tokenizers
 
 __all__ = ["check_ch10_merge_pair", "check_ch10_most_frequent_pair",
            "check_ch10_one_hot_embedding", "check_ch10_tied_logits"]
-
-
-def _merge(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
 
 
 @exercise("ch10-merge-pair")
@@ -41,18 +28,10 @@ def check_ch10_merge_pair(merge_pair):
             got = [int(x) for x in got]
         except TypeError:
             raise CheckFailure(f"{what}: expected a list of ids, got {type(got).__name__}") from None
-        want = _merge(original, pair, new_id)
+        want = tokenizers.merge_pair(list(original), tuple(pair), new_id)
         expect(got == want, f"{what}: merging {pair} → {new_id} in {original} should give "
                             f"{want}, got {got}")
     return "left to right, non-overlapping, as BPE encoding applies a merge"
-
-
-def _best(chunks):
-    counts = Counter()
-    for ids in chunks:
-        for p in zip(ids, ids[1:]):
-            counts[p] += 1
-    return max(counts.items(), key=lambda kv: (kv[1], -kv[0][0], -kv[0][1]))[0]
 
 
 @exercise("ch10-most-frequent-pair")
@@ -72,7 +51,7 @@ def check_ch10_most_frequent_pair(most_frequent_pair):
             got = tuple(int(x) for x in got)
         except TypeError:
             raise CheckFailure(f"{what}: expected a pair (a, b), got {got!r}") from None
-        want = _best(chunks)
+        want = tokenizers.most_frequent_pair(tokenizers.pair_counts(chunks))
         expect(got == want, f"{what}: in {chunks} expected {want}, got {got}")
     return "counts inside chunks, ties to the smallest pair"
 
