@@ -155,3 +155,12 @@ def test_bad_inputs_are_named():
         A.to_additive_mask(torch.ones(3, 3, dtype=torch.int64))
     with pytest.raises(ValueError, match="divisible"):
         A.MultiHeadAttention(10, 3)
+
+
+def test_repeat_kv_gives_each_query_head_its_group_s_kv_head(device):
+    _, k, _ = qkv(device, H=6, H_kv=2)
+    out = A.repeat_kv(k, 3)
+    assert out.shape == (2, 6, 5, 4)
+    for h in range(6):                       # query head h reads kv head h // n_rep
+        assert torch.equal(out[:, h], k[:, h // 3])
+    assert A.repeat_kv(k, 1) is k

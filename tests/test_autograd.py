@@ -217,3 +217,20 @@ def test_draw_graph_shows_every_node_with_value_and_grad():
     assert sum(t in ("*", "+") for t in texts) == 2          # one circle per operation
     assert "a | data 2.0\ngrad -2.0" in texts                # ∂L/∂a = b + 1 = −2
     plt.close("all")
+
+
+def test_neuron_and_layer_are_tanh_of_an_affine_map():
+    from mathref.autograd import Layer, Neuron
+    x = [0.5, -1.5, 2.0]
+    neuron = Neuron(3, rng=random.Random(1))
+    by_hand = math.tanh(neuron.b.data + sum(w.data * xi for w, xi in zip(neuron.w, x)))
+    assert neuron(x).data == pytest.approx(by_hand, abs=1e-15)
+    linear = Neuron(3, nonlin=False, rng=random.Random(1))
+    assert linear(x).data == pytest.approx(math.atanh(by_hand), abs=1e-12)
+    layer = Layer(3, 4, rng=random.Random(2))
+    outs = layer(x)
+    assert len(outs) == 4 and len(layer.parameters()) == 4 * (3 + 1)
+    for n, out in zip(layer.neurons, outs):
+        assert out.data == pytest.approx(math.tanh(n.b.data + sum(w.data * xi for w, xi in zip(n.w, x))))
+    with pytest.raises(ValueError, match="n_in"):
+        Neuron(0)

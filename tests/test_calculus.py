@@ -109,3 +109,25 @@ def test_check_gradients_rejects_bad_input():
         calculus.check_gradients(lambda x: x, [1.0, 2.0])
     with pytest.raises(ValueError, match="at least one"):
         calculus.check_gradients(lambda: torch.tensor(1.0))
+
+
+def test_gradient_report_rows_hold_the_measured_errors():
+    x = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
+
+    class WrongSquare(torch.autograd.Function):      # forward x², backward 3x instead of 2x
+        @staticmethod
+        def forward(ctx, t):
+            ctx.save_for_backward(t)
+            return t ** 2
+
+        @staticmethod
+        def backward(ctx, g):
+            (t,) = ctx.saved_tensors
+            return g * 3 * t
+
+    good = calculus.check_gradients(lambda t: t ** 2, x, verbose=False)
+    bad = calculus.check_gradients(WrongSquare.apply, x, verbose=False)
+    assert isinstance(good, calculus.GradientReport) and good.ok and len(good.rows) == 1
+    assert not bad.ok
+    v = torch.randn(3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    assert bad.max_abs_error == pytest.approx((v * x).abs().max().item(), rel=1e-6)  # |(3x − 2x)·v|

@@ -70,3 +70,9 @@ def test_missing_file_without_download_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     with pytest.raises(FileNotFoundError, match="download=False"):
         data.tiny_shakespeare(download=False)
+
+
+def test_sha256_of_matches_the_fips_test_vector(tmp_path):
+    path = tmp_path / "abc.txt"
+    path.write_bytes(b"abc")                 # FIPS 180-2's example message
+    assert data.sha256_of(path) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

@@ -266,3 +266,14 @@ def test_plot_init_depth_and_its_widget():
 def test_initializers_are_also_mathref_nn_names():
     from mathref import nn as mnn
     assert mnn.xavier_ is deep.xavier_ and mnn.kaiming_ is deep.kaiming_
+
+
+def test_deep_mlp_composes_input_blocks_and_read_out():
+    torch.manual_seed(0)
+    model = deep.DeepMLP(3, 8, 4, 2, activation="tanh", residual=True)
+    assert isinstance(deep.deep_mlp(3, 8, 4, 2), deep.DeepMLP) and len(model.blocks) == 4
+    x = torch.randn(5, 3)
+    h = model.inp(x)
+    for block in model.blocks:               # residual block: h + tanh(h Wᵀ + b)
+        h = h + torch.tanh(F.linear(h, block.linear.weight, block.linear.bias))
+    torch.testing.assert_close(model(x), model.out(h))

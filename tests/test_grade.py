@@ -221,3 +221,18 @@ def test_a_top_level_endless_loop_and_a_dead_kernel_stop_only_their_notebook(tmp
     assert died["status"] == "kernel died" and "cell 2 (os._exit(1))" in died["detail"]
     assert died["verdicts"] == {"ch99-tiny": (
         "error", "the kernel died during this exercise (out of memory or a crash)")}
+
+
+def test_grade_folder_and_write_csv_without_the_cli(tmp_path):
+    from mathref.grade import grade_folder, write_csv
+    tiny_notebook(tmp_path / "kim.ipynb", FAKE_CHECKS, "checks.check_ch99_tiny(print)")
+    tiny_notebook(tmp_path / "lee.ipynb", FAKE_CHECKS, "1 / 0", "checks.check_ch99_tiny(print)")
+    (tmp_path / "readme.md").write_text("ignored")
+    results, labels, ignored = grade_folder(tmp_path, timeout=30)
+    assert labels == ["ch99-tiny"] and list(ignored) == ["readme.md"]
+    write_csv(results, labels, tmp_path / "grades.csv")
+    with open(tmp_path / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["student", "status", "score", "ch99-tiny"]
+    assert rows[1] == ["kim", "ok", "1", "pass"]
+    assert rows[2] == ["lee", "ok", "1", "pass"]   # an error in one cell does not stop later checks

@@ -142,3 +142,42 @@ def test_ddp_on_two_cpu_processes_matches_single_process(tmp_path):
     for name, p in model.state_dict().items():
         torch.testing.assert_close(ddp["params"][name], p, atol=1e-10, rtol=1e-8, msg=name)
     assert ddp["loss"] == pytest.approx(history["train_loss"], rel=1e-10)
+
+
+def test_estimate_loss_is_the_mean_cross_entropy_over_fixed_windows():
+    from mathref.train import estimate_loss
+    model, _, val_data, cfg = small_setup(dropout=0.5)
+    model.train()
+    g = torch.Generator().manual_seed(cfg.eval_seed)
+    by_hand = []
+    with torch.no_grad():
+        model.eval()
+        for _ in range(3):
+            x, y = get_batch(val_data, cfg.batch_size, cfg.block_size, g)
+            logits, _ = model(x)
+            by_hand.append(torch.nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()).item())
+        model.train()
+    got = estimate_loss(model, val_data, cfg, torch.device("cpu"), batches=3)
+    assert got == pytest.approx(sum(by_hand) / 3, rel=1e-12)
+    assert model.training                      # the mode is restored (dropout back on)
+    assert estimate_loss(model, val_data, cfg, torch.device("cpu"), batches=3) == got  # same windows
+
+
+def test_save_checkpoint_holds_everything_to_continue(tmp_path):
+    from mathref.train import save_checkpoint
+    model, _, _, cfg = small_setup()
+    opt = configure_optimizer(model, 1e-3, 0.1)
+    model(torch.zeros(1, 8, dtype=torch.long), torch.zeros(1, 8, dtype=torch.long))[1].backward()
+    opt.step()
+    gen = torch.Generator().manual_seed(5)
+    path = tmp_path / "ckpt.pt"
+    save_checkpoint(path, model, opt, 7, {"step": [1]}, gen, cfg)
+    state = load_checkpoint(path)
+    assert state["step"] == 7 and state["history"] == {"step": [1]}
+    assert state["train_config"]["max_steps"] == cfg.max_steps
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(state["model"][name], tensor)
+    assert torch.equal(state["rng"]["batches"], gen.get_state())
+    saved = state["optimizer"]["state"]
+    assert all(torch.equal(saved[i]["exp_avg"], s["exp_avg"]) for i, s in opt.state_dict()["state"].items())
+    assert not (tmp_path / "ckpt.pt.tmp").exists()   # written atomically
