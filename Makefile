@@ -63,7 +63,9 @@ venv:
 	  echo $(ENV_HASH) > $(VENV)/.installed; \
 	fi
 
+# The math reference and pitfalls pages are generated (book/make_reference_pages.py).
 book: venv $(VENDOR_STAMP)
+	$(PY) book/make_reference_pages.py
 	$(JB) build . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 

@@ -20,8 +20,8 @@ from mathref.norm import LayerNorm, RMSNorm
 from mathref.positions import apply_rope, rope_cache
 from mathref.transformer import FeedForward
 
-__all__ = ["GPTConfig", "GPT", "KVCache", "sample_next", "generate", "sequence_log_prob",
-           "beam_search"]
+__all__ = ["GPTConfig", "GPT", "CausalSelfAttention", "Block", "KVCache", "sample_next", "generate",
+           "sequence_log_prob", "beam_search"]
 
 _STYLES = {
     "classic": dict(positions="learned", norm="layer", activation="gelu_tanh", qk_norm=False,

@@ -40,8 +40,8 @@ from pathlib import Path
 import nbformat
 
 __all__ = ["EXERCISE_LABEL", "VERDICTS", "checker_name", "exercise_labels", "check_calls",
-           "read_submission", "verdicts_from_outputs", "grade_notebook", "grade_folder",
-           "write_csv", "format_report", "main"]
+           "kernel_environment", "read_submission", "verdicts_from_outputs", "grade_notebook",
+           "grade_folder", "write_csv", "format_report", "main"]
 
 EXERCISE_LABEL = re.compile(r"\{exercise(?:-start)?\}[^\n]*\n(?:\s*:[^\n]*\n)*?\s*:label:\s*(\S+)")
 _CHECK_CALL = re.compile(r"checks\.(check_\w+)\s*\(")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import nbformat
 
+__all__ = ["strip_solution_source", "make_student_notebook", "main"]
+
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 _SOLUTION_START = re.compile(r"\{solution-start\}\s*(\S+)")
 

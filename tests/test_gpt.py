@@ -185,3 +185,20 @@ def test_beam_search_finds_the_exact_best_sequence_by_brute_force(float64_device
         assert score1 < score - 0.1
     with pytest.raises(ValueError, match="one prompt"):
         beam_search(model, candidates[:2], 2)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_causal_self_attention_is_causal_grouped_query_sdpa(fused):
+    from mathref.gpt import CausalSelfAttention
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=4, n_kv_head=2, d_model=8,
+                    fused=fused)
+    attn = CausalSelfAttention(cfg).double().eval()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    heads = lambda t, h: t.view(2, 5, h, 2).transpose(1, 2)   # noqa: E731  [B, h, T, d_k]
+    q = heads(attn.w_q(x), 4)
+    k = heads(attn.w_k(x), 2).repeat_interleave(2, dim=1)       # kv head j serves queries 2j, 2j+1
+    v = heads(attn.w_v(x), 2).repeat_interleave(2, dim=1)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    expected = attn.w_o(expected.transpose(1, 2).reshape(2, 5, 8))
+    torch.testing.assert_close(attn(x), expected, rtol=1e-12, atol=1e-12)

@@ -236,3 +236,13 @@ def test_grade_folder_and_write_csv_without_the_cli(tmp_path):
     assert rows[0] == ["student", "status", "score", "ch99-tiny"]
     assert rows[1] == ["kim", "ok", "1", "pass"]
     assert rows[2] == ["lee", "ok", "1", "pass"]   # an error in one cell does not stop later checks
+
+
+def test_kernel_environment_drops_proxies_and_puts_this_mathref_first(monkeypatch):
+    from mathref.grade import kernel_environment
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy:3128")
+    monkeypatch.setenv("http_proxy", "http://proxy:3128")
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    env = kernel_environment()
+    assert not {"HTTPS_PROXY", "http_proxy"} & set(env)
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(ROOT), "/somewhere/else"]
