@@ -4,6 +4,8 @@
 
 - AdamW: one step of mathref.optim.AdamW(foreach=True) vs torch.optim.AdamW(foreach=True) on
   the parameters of a GPT (nanoGPT's CPU size, or its GPU size on CUDA).
+- Muon: one step of mathref.optim.Muon on the GPT's groups (``mathref.train.configure_optimizer``)
+  vs torch.optim.Muon on the blocks' matrices plus torch.optim.AdamW(foreach=True) on the rest.
 - Attention: forward + backward of mathref.attention.MultiHeadAttention(fused=True) vs
   torch.nn.MultiheadAttention with the same sizes and a causal mask.
 - For reference, the readable paths (plain AdamW loop, mathref's written-out attention) against
@@ -25,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mathref.attention import MultiHeadAttention  # noqa: E402
 from mathref.gpt import GPT, GPTConfig  # noqa: E402
 from mathref.optim import AdamW  # noqa: E402
+from mathref.train import configure_optimizer  # noqa: E402
 
 
 def sync(device):
@@ -66,6 +69,29 @@ def adamw_pair(device, foreach, size):
     return ours.step, theirs.step
 
 
+def muon_pair(device, size):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=65, style="modern", **size)).to(device)
+    twin = GPT(GPTConfig(vocab_size=65, style="modern", **size)).to(device)
+    twin.load_state_dict(model.state_dict())
+    for m in (model, twin):
+        for p in m.parameters():
+            p.grad = torch.randn_like(p) * 1e-3
+    ours = configure_optimizer(model, 1e-3, 0.1, betas=(0.9, 0.95), optimizer="muon")
+    split = configure_optimizer(twin, 1e-3, 0.1, optimizer="muon").param_groups   # the same split
+    hidden, matrices, vectors = (group["params"] for group in split)
+    theirs = [torch.optim.Muon(hidden, lr=1e-3, weight_decay=0.1, adjust_lr_fn="match_rms_adamw"),
+              torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
+                                 {"params": vectors, "weight_decay": 0.0}],
+                                lr=1e-3, betas=(0.9, 0.95), foreach=True)]
+
+    def step_theirs():
+        for opt in theirs:
+            opt.step()
+
+    return ours.step, step_theirs
+
+
 def attention_pair(device, fused, B, T, d, H):
     torch.manual_seed(0)
     ref = nn.MultiheadAttention(d, H, batch_first=True).to(device)
@@ -100,6 +126,8 @@ def main(argv=None):
             *adamw_pair(device, True, size), device, args.rounds)
     compare("AdamW step, plain loop (readable) vs torch.optim.AdamW",
             *adamw_pair(device, False, size), device, args.rounds)
+    compare("Muon step (blocks' matrices) + AdamW (the rest) vs torch's",
+            *muon_pair(device, size), device, args.rounds)
     compare(f"attention fwd+bwd, fused (SDPA) vs nn.MultiheadAttention",
             *attention_pair(device, True, B, T, d, H), device, args.rounds)
     compare(f"attention fwd+bwd, readable vs nn.MultiheadAttention",

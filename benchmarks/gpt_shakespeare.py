@@ -10,8 +10,9 @@ configuration. Both use the same data, split, evaluation windows and training lo
 import argparse
 import json
 import math
+import statistics
 import sys
-import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -20,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mathref.data import tiny_shakespeare, train_val_split  # noqa: E402
 from mathref.device import seed_everything  # noqa: E402
 from mathref.gpt import GPT, GPTConfig  # noqa: E402
-from mathref.train import TrainConfig, train  # noqa: E402
+from mathref.train import TrainConfig, estimate_loss, train  # noqa: E402
 
 RECIPES = {
     "cpu": {
@@ -30,11 +31,11 @@ RECIPES = {
                    bias=False, activation="gelu"),
               dict(max_steps=2000, batch_size=12, block_size=64, lr=1e-3, min_lr=1e-4,
                    warmup_steps=100, betas=(0.9, 0.99), weight_decay=0.1, grad_clip=1.0)),
-        "b": ("course best, modern style",
+        "b": ("course best: modern style, Muon on the blocks' matrices, batch 32",
               dict(style="modern", n_layer=4, n_head=4, d_model=128, block_size=64, dropout=0.0),
-              dict(max_steps=350, batch_size=32, block_size=64, lr=6e-3, min_lr=6e-4,
-                   warmup_steps=50, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0,
-                   eval_interval=25)),
+              dict(optimizer="muon", max_steps=200, batch_size=32, block_size=64, lr=6e-3,
+                   min_lr=6e-4, warmup_steps=50, betas=(0.9, 0.95), weight_decay=0.1,
+                   grad_clip=1.0, eval_interval=10)),
     },
     "cuda": {
         "target": 1.47,
@@ -43,13 +44,15 @@ RECIPES = {
                    bias=False, activation="gelu"),
               dict(max_steps=5000, batch_size=64, block_size=256, lr=1e-3, min_lr=1e-4,
                    warmup_steps=100, betas=(0.9, 0.99), weight_decay=0.1, grad_clip=1.0)),
-        "b": ("course best, modern style",
+        "b": ("course best: modern style, Muon on the blocks' matrices (not yet run on a GPU)",
               dict(style="modern", n_layer=6, n_head=6, d_model=384, block_size=256, dropout=0.2),
-              dict(max_steps=2500, batch_size=64, block_size=256, lr=3e-3, min_lr=3e-4,
-                   warmup_steps=100, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0)),
+              dict(optimizer="muon", max_steps=2500, batch_size=64, block_size=256, lr=3e-3,
+                   min_lr=3e-4, warmup_steps=100, betas=(0.9, 0.95), weight_decay=0.1,
+                   grad_clip=1.0)),
     },
 }
 PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}   # dense bf16
+EVAL = dict(eval_batches=100, eval_batch_size=32)   # both runs: the same 3,200 held-out windows
 
 
 def time_to_reach(history, target):
@@ -63,14 +66,22 @@ def run(name, label, model_kw, train_kw, data, device, eval_interval, compile_mo
     seed_everything(0)
     train_ids, val_ids, vocab = data
     model = GPT(GPTConfig(vocab_size=vocab, **model_kw)).to(device)
-    cfg = TrainConfig(**{"eval_interval": eval_interval, "eval_batches": 200, "progress": False,
-                         "compile": compile_model, **train_kw})
+    cfg = TrainConfig(**{"eval_interval": eval_interval, "progress": False,
+                         "compile": compile_model, **EVAL, **train_kw})
     history = train(model, train_ids, val_ids, cfg, device=device)
     tokens = cfg.max_steps * cfg.batch_size * cfg.block_size
     tok_per_s = tokens / history["seconds"][-1]
     return {"name": name, "label": label, "history": history, "tokens_per_s": tok_per_s,
             "flops_per_token": model.flops_per_token(cfg.block_size),
-            "params": model.num_parameters()}
+            "params": model.num_parameters(), "model": model, "config": cfg}
+
+
+def nanogpt_style_estimates(model, val_ids, cfg, device, draws=50):
+    """nanoGPT prints the mean loss of eval_iters=20 random batches of its training batch size:
+    that estimate of the final model's loss, drawn with ``draws`` different seeds."""
+    values = [estimate_loss(model, val_ids, replace(cfg, eval_seed=seed, eval_batch_size=None),
+                            device, batches=20) for seed in range(draws)]
+    return values
 
 
 def main(argv=None):
@@ -112,6 +123,13 @@ def main(argv=None):
             if peak:
                 line += f"; MFU {r['tokens_per_s'] * r['flops_per_token'] / peak:.1%} of {gpu} bf16 peak"
         print(line)
+        if name == "a":
+            values = nanogpt_style_estimates(r["model"], val_ids, r["config"], device)
+            print(f"(a) nanoGPT's own estimate of that final loss (mean of 20 batches of "
+                  f"{r['config'].batch_size}) over {len(values)} seeds: mean "
+                  f"{statistics.mean(values):.4f}, std {statistics.stdev(values):.4f}, range "
+                  f"{min(values):.4f} to {max(values):.4f}; {sum(v <= target for v in values)} of "
+                  f"{len(values)} at or below {target}")
     if len(results) == 2:
         ta, tb = (time_to_reach(r["history"], target) for r in results)
         if math.isfinite(ta):
@@ -124,7 +142,8 @@ def main(argv=None):
         ta_end, tb_a = results[0]["history"]["seconds"][-1], time_to_reach(results[1]["history"], final_a)
         print(f"time to (a)'s final val loss {final_a:.4f}: (b) / (a) = {tb_a / ta_end:.2f}")
     if args.json:
-        args.json.write_text(json.dumps([{k: v for k, v in r.items()} for r in results], indent=1))
+        args.json.write_text(json.dumps([{k: v for k, v in r.items() if k not in ("model", "config")}
+                                         for r in results], indent=1))
     return 0
 
 

@@ -6,6 +6,8 @@ training loop, and the tests check that it produces the same parameters step by 
 
 - SGD with momentum uses v ← βv + g, θ ← θ − ηv (the velocity is not scaled by 1 − β);
 - RMSProp and Adam add ε *outside* the square root: θ ← θ − η m̂/(√v̂ + ε);
+- Muon orthogonalizes the momentum of each weight matrix (``torch.optim.Muon`` with
+  ``adjust_lr_fn="match_rms_adamw"``) and runs AdamW on the other parameters;
 - weight decay λ is in PyTorch units: ``Adam(weight_decay=λ)`` adds λθ to the gradient (L2),
   ``AdamW(weight_decay=λ)`` multiplies θ by (1 − ηλ) before the Adam step (decoupled).
 """
@@ -13,8 +15,8 @@ import math
 
 import torch
 
-__all__ = ["SGD", "RMSProp", "Adam", "AdamW", "warmup_cosine", "inverse_sqrt",
-           "clip_grad_norm_", "decay_param_groups", "optimize_path"]
+__all__ = ["SGD", "RMSProp", "Adam", "AdamW", "newton_schulz", "Muon", "warmup_cosine",
+           "inverse_sqrt", "clip_grad_norm_", "decay_param_groups", "optimize_path"]
 
 
 def _check_hyper(name, value, low=0.0, high=None, high_open=False):
@@ -23,6 +25,16 @@ def _check_hyper(name, value, low=0.0, high=None, high_open=False):
     if value < low or (high is not None and (value >= high if high_open else value > high)):
         bound = f"[{low}, {high}{')' if high_open else ']'}" if high is not None else f">= {low}"
         raise ValueError(f"{name} must be in {bound}, got {value}")
+
+
+def _check_adam_hyper(lr, betas, eps, weight_decay):
+    _check_hyper("lr", lr)
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+    _check_hyper("betas[0]", betas[0], 0.0, 1.0, high_open=True)
+    _check_hyper("betas[1]", betas[1], 0.0, 1.0, high_open=True)
+    _check_hyper("eps", eps)
+    _check_hyper("weight_decay", weight_decay)
 
 
 def _grads(group):
@@ -157,13 +169,7 @@ class Adam(torch.optim.Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  foreach=False):
-        _check_hyper("lr", lr)
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
-        _check_hyper("betas[0]", betas[0], 0.0, 1.0, high_open=True)
-        _check_hyper("betas[1]", betas[1], 0.0, 1.0, high_open=True)
-        _check_hyper("eps", eps)
-        _check_hyper("weight_decay", weight_decay)
+        _check_adam_hyper(lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, foreach=bool(foreach)))
 
@@ -246,6 +252,109 @@ class AdamW(Adam):
                  foreach=False):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          foreach=foreach)
+
+
+MUON_COEFFICIENTS = (3.4445, -4.7750, 2.0315)   # Jordan et al.'s quintic, as in torch.optim.Muon
+
+
+def newton_schulz(G, steps=5, coefficients=MUON_COEFFICIENTS, eps=1e-7, dtype=torch.bfloat16):
+    r"""Approximate the orthogonal factor U Vᵀ of a matrix G = U Σ Vᵀ without an SVD. See chapter 6.
+
+        X₀ = G / ‖G‖_F                          (every singular value is now ≤ 1)
+        X ← aX + b(XXᵀ)X + c(XXᵀ)²X             (``steps`` times)
+
+    Each step keeps U and V and maps every singular value σ to p(σ) = aσ + bσ³ + cσ⁵. With
+    (a, b, c) = (1.5, −0.5, 0) the values converge to 1, so X → U Vᵀ, but slowly for small σ.
+    Muon's quintic coefficients raise small values much faster and stop short of exactness:
+    after 5 steps every σ/‖G‖_F in [0.01, 1] lands in [0.68, 1.14]. The arithmetic is in ``dtype``
+    (bfloat16 by default, as in Muon); a tall G is iterated through its transpose so that XXᵀ
+    is the smaller Gram matrix.
+    """
+    if G.dim() != 2:
+        raise ValueError(f"newton_schulz orthogonalizes a matrix, got shape {tuple(G.shape)}")
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    a, b, c = coefficients
+    tall = G.shape[0] > G.shape[1]
+    X = G.to(dtype)
+    if tall:
+        X = X.T
+    X = X / X.norm().clamp(min=eps)
+    for _ in range(steps):
+        A = X @ X.T                                  # Gram matrix, singular values σ²
+        B = torch.addmm(A, A, A, beta=b, alpha=c)    # bA + cA²  (one rounding in bfloat16)
+        X = torch.addmm(X, B, X, beta=a)             # aX + BX = aX + b(XXᵀ)X + c(XXᵀ)²X
+    return (X.T if tall else X).to(G.dtype)
+
+
+class Muon(torch.optim.Optimizer):
+    r"""Muon for a network's weight matrices, AdamW for its other parameters. See chapter 6.
+
+    A parameter group with ``muon=True`` (the default) holds 2-D matrices W (out × in). With
+    G = ∇L(W) and the momentum B (starting at 0), each step does
+
+        B ← μB + (1 − μ)G
+        M = (1 − μ)G + μB                      (Nesterov; M = B with ``nesterov=False``)
+        O = newton_schulz(M) ≈ U Vᵀ            (the direction with all singular values ≈ 1)
+        W ← (1 − ηλ)W − η·s·O,   s = 0.2·√max(out, in)
+
+    U Vᵀ has RMS 1/√max(out, in), so s gives the update an RMS of 0.2, about that of an AdamW
+    update; one η then serves both kinds of group. A group with ``muon=False`` (embeddings, the
+    output head, biases, norm gains) takes AdamW steps with its ``betas``, ``eps`` and
+    ``weight_decay``. Same updates as ``torch.optim.Muon(adjust_lr_fn="match_rms_adamw")`` and
+    ``torch.optim.AdamW``.
+    """
+
+    decoupled = True          # the AdamW groups: Adam's steps with decoupled decay
+    _state = Adam._state
+
+    def __init__(self, params, lr=1e-3, momentum=0.95, nesterov=True, ns_steps=5,
+                 betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=False):
+        _check_adam_hyper(lr, betas, eps, weight_decay)
+        _check_hyper("momentum", momentum, 0.0, 1.0, high_open=True)
+        super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=bool(nesterov),
+                                      ns_steps=ns_steps, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, foreach=bool(foreach), muon=True))
+
+    def add_param_group(self, param_group):
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        if group["muon"]:
+            for p in group["params"]:
+                if p.dim() != 2:
+                    raise ValueError(f"Muon orthogonalizes matrices; a parameter of shape "
+                                     f"{tuple(p.shape)} belongs in a group with muon=False (AdamW)")
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            pairs = _grads(group)
+            if not pairs:
+                continue
+            if group["muon"]:
+                self._step_muon(group, pairs)
+            elif group["foreach"]:
+                Adam._step_foreach(self, group, pairs)
+            else:
+                Adam._step_plain(self, group, pairs)
+        return loss
+
+    def _step_muon(self, group, pairs):
+        lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
+        for p, g in pairs:
+            state = self.state[p]
+            if not state:
+                state["momentum_buffer"] = torch.zeros_like(p)
+            B = state["momentum_buffer"]
+            B.lerp_(g, 1 - mu)                               # B ← μB + (1 − μ)G
+            M = g.lerp(B, mu) if group["nesterov"] else B    # (1 − μ)G + μB
+            O = newton_schulz(M, group["ns_steps"])
+            p.mul_(1 - lr * wd)                              # decoupled decay, as in AdamW
+            p.add_(O, alpha=-lr * 0.2 * math.sqrt(max(p.shape)))
 
 
 def _check_schedule(step, warmup_steps):

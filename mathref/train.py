@@ -2,7 +2,8 @@
 
 One step: for each of ``grad_accum`` micro-batches, loss/grad_accum → backward (the summed
 gradient is the large-batch gradient); clip the global norm; set the learning rate from
-warmup + cosine; AdamW step (weight decay on matrices only). Every ``eval_interval`` steps the
+warmup + cosine; AdamW step (weight decay on matrices only), or a Muon step on the blocks'
+weight matrices with AdamW on the rest (``optimizer="muon"``). Every ``eval_interval`` steps the
 held-out loss is measured under ``model.eval()`` and ``torch.no_grad()``. A non-finite loss
 stops training with a clear message. Checkpoints hold everything needed to resume exactly:
 model, optimizer, step, history and every random generator's state.
@@ -24,7 +25,7 @@ from tqdm.auto import tqdm
 
 from mathref.data import get_batch
 from mathref.device import autocast_dtype
-from mathref.optim import AdamW, clip_grad_norm_, decay_param_groups, warmup_cosine
+from mathref.optim import AdamW, Muon, clip_grad_norm_, decay_param_groups, warmup_cosine
 
 __all__ = ["TrainConfig", "configure_optimizer", "lr_at", "estimate_loss", "train",
            "save_checkpoint", "load_checkpoint", "NonFiniteLossError"]
@@ -32,6 +33,9 @@ __all__ = ["TrainConfig", "configure_optimizer", "lr_at", "estimate_loss", "trai
 
 class NonFiniteLossError(FloatingPointError):
     """The loss became NaN or infinite."""
+
+
+OPTIMIZERS = ("adamw", "muon")
 
 
 @dataclass
@@ -46,10 +50,12 @@ class TrainConfig:
     decay_steps: int = None        # cosine from lr to min_lr over this many steps (default max_steps)
     weight_decay: float = 0.1
     betas: tuple = (0.9, 0.99)
+    optimizer: str = "adamw"       # "adamw" | "muon" (Muon on the blocks' matrices, chapter 6)
     grad_clip: float = 1.0         # global-norm clipping; 0 disables
     grad_accum: int = 1
     eval_interval: int = 250
     eval_batches: int = 20
+    eval_batch_size: int = None    # windows per evaluation batch (default batch_size)
     eval_seed: int = 1234
     seed: int = 0
     autocast: bool = True          # bf16/fp16 on GPUs (mathref.device.autocast_dtype), fp32 on CPU
@@ -59,6 +65,8 @@ class TrainConfig:
     checkpoint_interval: int = 0   # 0: save only at the end (if checkpoint_path is set)
 
     def __post_init__(self):
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         for name in ("max_steps", "batch_size", "block_size", "grad_accum"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -67,11 +75,25 @@ class TrainConfig:
                              f"grad_accum={self.grad_accum}")
 
 
-def configure_optimizer(model, lr, weight_decay, betas=(0.9, 0.99), foreach=True):
+def configure_optimizer(model, lr, weight_decay, betas=(0.9, 0.99), foreach=True, optimizer="adamw"):
     """mathref's AdamW (decoupled weight decay, chapter 6) with decay on matrices (and
-    embeddings) only: biases and norm gains (1-D parameters) are not decayed."""
-    return AdamW(decay_param_groups(model, weight_decay), lr=lr, betas=betas,
-                 weight_decay=weight_decay, foreach=foreach)
+    embeddings) only: biases and norm gains (1-D parameters) are not decayed.
+
+    ``optimizer="muon"``: mathref's Muon on the 2-D weight matrices inside the blocks (decayed),
+    AdamW on the embeddings and the output head (decayed) and on the 1-D parameters (not)."""
+    if optimizer == "adamw":
+        return AdamW(decay_param_groups(model, weight_decay), lr=lr, betas=betas,
+                     weight_decay=weight_decay, foreach=foreach)
+    if optimizer != "muon":
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    hidden = [p for n, p in named if n.startswith("blocks.") and p.dim() == 2]
+    rest = [p for n, p in named if not (n.startswith("blocks.") and p.dim() == 2)]
+    return Muon([{"params": hidden, "muon": True, "weight_decay": weight_decay},
+                 {"params": [p for p in rest if p.dim() >= 2], "muon": False,
+                  "weight_decay": weight_decay},
+                 {"params": [p for p in rest if p.dim() < 2], "muon": False, "weight_decay": 0.0}],
+                lr=lr, betas=betas, foreach=foreach)
 
 
 def lr_at(step, cfg):
@@ -96,7 +118,7 @@ def estimate_loss(model, data, cfg, device, batches=None):
     generator = torch.Generator().manual_seed(cfg.eval_seed)
     losses = []
     for _ in range(batches or cfg.eval_batches):
-        x, y = get_batch(data, cfg.batch_size, cfg.block_size, generator, device)
+        x, y = get_batch(data, cfg.eval_batch_size or cfg.batch_size, cfg.block_size, generator, device)
         with _autocast(device, cfg.autocast):
             _, loss = model(x, y)
         losses.append(loss.item())
@@ -145,7 +167,8 @@ def train(model, train_data, val_data, cfg, device=None, resume_from=None):
         raise ValueError(f"batch_size={cfg.batch_size} must be divisible by processes × "
                          f"grad_accum = {world} × {cfg.grad_accum}")
     micro = cfg.batch_size // cfg.grad_accum          # rows of the global micro-batch
-    optimizer = configure_optimizer(model, cfg.lr, cfg.weight_decay, cfg.betas)
+    optimizer = configure_optimizer(model, cfg.lr, cfg.weight_decay, cfg.betas,
+                                    optimizer=cfg.optimizer)
     generator = torch.Generator().manual_seed(cfg.seed)
     history = {"step": [], "train_loss": [], "lr": [], "eval_step": [], "val_loss": [],
                "seconds": []}

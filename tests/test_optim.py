@@ -240,6 +240,84 @@ def test_decay_param_groups_split_matrices_from_biases_and_gains():
     assert len(opt.param_groups) == 2
 
 
+@pytest.mark.parametrize("shape", [(6, 10), (10, 6), (8, 8)], ids=str)
+def test_newton_schulz_maps_each_singular_value_through_the_polynomial(shape):
+    """Closed form from the SVD G = U Σ Vᵀ: after k steps X = U p^k(Σ/‖G‖_F) Vᵀ, in float64."""
+    G = torch.randn(*shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    U, S, Vh = torch.linalg.svd(G, full_matrices=False)
+    a, b, c = optim.MUON_COEFFICIENTS
+    s = S / G.norm()
+    for steps in range(6):
+        expected = U @ torch.diag(s) @ Vh
+        torch.testing.assert_close(optim.newton_schulz(G, steps, dtype=torch.float64), expected,
+                                   rtol=0, atol=1e-12)
+        s = a * s + b * s ** 3 + c * s ** 5                # one more step
+
+
+def test_newton_schulz_cubic_converges_to_the_orthogonal_factor():
+    """With (1.5, −0.5, 0) the iteration converges to the polar factor U Vᵀ; Muon's quintic
+    after 5 steps only brings every singular value (all ≥ 0.01 before) into [0.68, 1.14]."""
+    G = torch.randn(12, 20, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    U, S, Vh = torch.linalg.svd(G, full_matrices=False)
+    assert (S / G.norm()).min() > 0.01
+    polar = optim.newton_schulz(G, 60, coefficients=(1.5, -0.5, 0.0), dtype=torch.float64)
+    torch.testing.assert_close(polar, U @ Vh, rtol=0, atol=1e-10)
+    quintic = torch.linalg.svdvals(optim.newton_schulz(G, 5, dtype=torch.float64))
+    assert quintic.min() > 0.68 and quintic.max() < 1.14
+    assert (quintic - 1).abs().max() > 0.05          # approximate, not exact
+
+
+MUON_CASES = [dict(lr=0.02, momentum=m, nesterov=n, weight_decay=wd)
+              for m, n, wd in itertools.product([0.9, 0.95], [False, True], [0.0, 0.1])]
+
+
+@pytest.mark.parametrize("kwargs", MUON_CASES, ids=str)
+def test_muon_matches_torch(kwargs):
+    """Muon groups against torch.optim.Muon(adjust_lr_fn="match_rms_adamw") (both iterate in
+    bfloat16, so equal bit for bit), the AdamW group against torch.optim.AdamW."""
+    gen = torch.Generator().manual_seed(0)
+    init = [torch.randn(6, 10, generator=gen), torch.randn(10, 6, generator=gen),
+            torch.randn(5, generator=gen)]
+    ours = [p.clone().requires_grad_() for p in init]
+    theirs = [p.clone().requires_grad_() for p in init]
+    opt_ours = optim.Muon([{"params": ours[:2]}, {"params": ours[2:], "muon": False}],
+                          betas=(0.9, 0.95), **kwargs)
+    opt_muon = torch.optim.Muon(theirs[:2], adjust_lr_fn="match_rms_adamw", **kwargs)
+    opt_adamw = torch.optim.AdamW(theirs[2:], lr=kwargs["lr"], betas=(0.9, 0.95),
+                                  weight_decay=kwargs["weight_decay"])
+    x = torch.randn(16, 10, generator=gen)
+    for _ in range(10):
+        for params, opts in ((ours, [opt_ours]), (theirs, [opt_muon, opt_adamw])):
+            w1, w2, b = params
+            loss = (torch.tanh(torch.tanh(x @ w1.T + b.sum()) @ w2.T) ** 2).mean() + (b ** 2).sum()
+            for opt in opts:
+                opt.zero_grad()
+            loss.backward()
+            for opt in opts:
+                opt.step()
+        for a, b in zip(ours, theirs):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    assert min((a - b).abs().max().item() for a, b in zip(ours, init)) > 1e-2
+
+
+def test_muon_step_is_orthogonal_with_rms_one_fifth_of_lr():
+    """Without momentum or decay a step of a matrix is −η·0.2·√max(m, n)·O, O = newton_schulz(G):
+    all singular values about 1, and an RMS of about 0.2·η whatever the gradient's scale."""
+    gen = torch.Generator().manual_seed(2)
+    w0 = torch.randn(8, 32, generator=gen)
+    w = w0.clone().requires_grad_()
+    grad = torch.randn(8, 32, generator=gen)
+    w.grad = 1e-3 * grad
+    optim.Muon([w], lr=0.1, momentum=0.0, nesterov=False, weight_decay=0.0).step()
+    step = (w - w0).detach()
+    torch.testing.assert_close(step, -0.1 * 0.2 * math.sqrt(32) * optim.newton_schulz(1e-3 * grad),
+                               rtol=0, atol=1e-6)   # fp32 rounding of w0 + step
+    sv = torch.linalg.svdvals(step / (0.1 * 0.2 * math.sqrt(32)))
+    assert sv.min() > 0.6 and sv.max() < 1.25          # every direction moved about equally
+    rms = step.pow(2).mean().sqrt().item() / 0.1
+    assert 0.6 * 0.2 < rms < 1.25 * 0.2
+
+
 def test_bad_input_raises_clear_errors():
     p = [torch.zeros(2, requires_grad=True)]
     with pytest.raises(ValueError, match="lr"):
@@ -260,6 +338,12 @@ def test_bad_input_raises_clear_errors():
         optim.clip_grad_norm_(p, 0.0)
     with pytest.raises(TypeError, match="model"):
         optim.decay_param_groups(p, 0.1)
+    with pytest.raises(ValueError, match="muon=False"):
+        optim.Muon(p)                                   # a vector is not a matrix
+    with pytest.raises(ValueError, match="momentum"):
+        optim.Muon([torch.zeros(2, 2, requires_grad=True)], momentum=1.0)
+    with pytest.raises(ValueError, match="matrix"):
+        optim.newton_schulz(torch.zeros(2, 2, 2))
 
 
 def test_optimize_path_follows_gradient_descent_closed_form():

@@ -63,6 +63,22 @@ def test_weight_decay_only_on_matrices():
     assert sum(p.numel() for g in opt.param_groups for p in g["params"]) == model.num_parameters()
 
 
+def test_muon_groups_take_the_block_matrices():
+    model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, d_model=16,
+                          style="modern"))
+    opt = configure_optimizer(model, 1e-3, 0.1, optimizer="muon")
+    muon, matrices, plain = opt.param_groups
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert muon["muon"] and not matrices["muon"] and not plain["muon"]
+    assert sorted(names[id(p)] for p in matrices["params"]) == ["lm_head.weight", "tok_emb.weight"]
+    assert all(names[id(p)].startswith("blocks.") and p.dim() == 2 for p in muon["params"])
+    assert len(muon["params"]) == 2 * 6           # q, k, v, o, fc, proj per block
+    assert muon["weight_decay"] == matrices["weight_decay"] == 0.1 and plain["weight_decay"] == 0.0
+    assert sum(p.numel() for g in opt.param_groups for p in g["params"]) == model.num_parameters()
+    with pytest.raises(ValueError, match="optimizer"):
+        TrainConfig(optimizer="sgd")
+
+
 def test_training_lowers_the_loss_and_logs_history():
     model, tr, va, cfg = small_setup(max_steps=30)
     history = train(model, tr, va, cfg)
@@ -87,10 +103,11 @@ def test_non_finite_loss_stops_with_a_clear_message():
         train(model, tr, va, cfg)
 
 
-def test_resume_is_bitwise_exact(tmp_path):
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_resume_is_bitwise_exact(tmp_path, optimizer):
     """Train 8 steps straight == train 4 (stop_at), checkpoint, load into a fresh model, train
     4 more (with dropout on, so the random generators must be restored too)."""
-    model_a, tr, va, cfg = small_setup(max_steps=8)
+    model_a, tr, va, cfg = small_setup(max_steps=8, optimizer=optimizer)
     history_a = train(model_a, tr, va, cfg)
 
     path = tmp_path / "ckpt.pt"
@@ -161,6 +178,12 @@ def test_estimate_loss_is_the_mean_cross_entropy_over_fixed_windows():
     assert got == pytest.approx(sum(by_hand) / 3, rel=1e-12)
     assert model.training                      # the mode is restored (dropout back on)
     assert estimate_loss(model, val_data, cfg, torch.device("cpu"), batches=3) == got  # same windows
+    # eval_batch_size fixes the windows whatever the training batch size
+    a, b = (TrainConfig(**{**cfg.__dict__, "batch_size": bs, "eval_batch_size": 4}) for bs in (2, 8))
+    assert estimate_loss(model, val_data, a, torch.device("cpu"), batches=3) == \
+        estimate_loss(model, val_data, b, torch.device("cpu"), batches=3)
+    assert estimate_loss(model, val_data, TrainConfig(**{**cfg.__dict__, "eval_batch_size": cfg.batch_size}),
+                         torch.device("cpu"), batches=3) == got
 
 
 def test_save_checkpoint_holds_everything_to_continue(tmp_path):
