@@ -6,7 +6,7 @@ import torch
 from mathref.checks.core import exercise, expect, expect_callable, expect_close
 
 __all__ = ["check_ch06_warmup_cosine", "check_ch06_clip_global_norm", "check_ch06_adam_step",
-           "check_ch06_adamw_step"]
+           "check_ch06_adamw_step", "check_ch06_newton_schulz"]
 
 
 @exercise("ch06-warmup-cosine")
@@ -121,3 +121,26 @@ def check_ch06_adamw_step(adamw_step):
                   dict(lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd),
                   (lr, b1, b2, eps, wd), seed)
     return "θ ← (1 − ηλ)θ − η·m̂/(√v̂ + ε), equal to torch.optim.AdamW"
+
+
+@exercise("ch06-newton-schulz")
+def check_ch06_newton_schulz(orthogonalize):
+    """orthogonalize(G, steps): X₀ = G/‖G‖_F, then ``steps`` quintic steps; checked against the
+    closed form U p^k(Σ/‖G‖_F) Vᵀ from the SVD, for wide, tall and square G."""
+    expect_callable(orthogonalize, "orthogonalize(G, steps)")
+    a, b, c = 3.4445, -4.7750, 2.0315
+    gen = torch.Generator().manual_seed(0)
+    for shape in ((4, 7), (7, 4), (5, 5)):
+        G = torch.randn(*shape, generator=gen, dtype=torch.float64)
+        U, S, Vh = torch.linalg.svd(G, full_matrices=False)
+        s = S / torch.linalg.matrix_norm(G)
+        for steps in range(4):
+            got = torch.as_tensor(orthogonalize(G.clone(), steps), dtype=torch.float64)
+            expect(tuple(got.shape) == shape,
+                   f"G of shape {shape}: expected a result of the same shape, got {tuple(got.shape)}")
+            want = U @ torch.diag(s) @ Vh
+            err = (got - want).abs().max().item()
+            expect(err < 1e-9, f"G of shape {shape}, {steps} step(s): largest difference from "
+                               f"U·p^{steps}(Σ/‖G‖_F)·Vᵀ is {err:.3g}")
+            s = a * s + b * s ** 3 + c * s ** 5
+    return "X₀ = G/‖G‖_F, X ← aX + b(XXᵀ)X + c(XXᵀ)²X: the singular values follow p, the vectors stay"

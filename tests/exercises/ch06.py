@@ -81,9 +81,37 @@ def adamw_decay_after_step(theta, grad, m, v, t, lr, beta1, beta2, eps, weight_d
     return (1 - lr * weight_decay) * (theta - step), m, v         # decays the updated θ
 
 
+def _quintic(X, gram_term):
+    a, b, c = 3.4445, -4.7750, 2.0315
+    A = X @ X.T
+    return a * X + gram_term(A, b, c) @ X
+
+
+def ns_without_normalizing(G, steps):
+    X = G.clone()                                                 # X₀ = G: σ may exceed 1
+    for _ in range(steps):
+        X = _quintic(X, lambda A, b, c: b * A + c * A @ A)
+    return X
+
+
+def ns_elementwise_square(G, steps):
+    X = G / G.norm()
+    for _ in range(steps):
+        X = _quintic(X, lambda A, b, c: b * A + c * A * A)        # A², elementwise
+    return X
+
+
+def ns_swapped_coefficients(G, steps):
+    X = G / G.norm()
+    for _ in range(steps):
+        X = _quintic(X, lambda A, b, c: c * A + b * A @ A)        # b and c exchanged
+    return X
+
+
 WRONG_ANSWERS = {
     "ch06-warmup-cosine": [lr_no_floor, lr_warmup_from_zero, lr_progress_over_total],
     "ch06-clip-global-norm": [clip_per_tensor, clip_always_rescale, clip_sum_of_norms],
     "ch06-adam-step": [adam_no_bias_correction, adam_eps_inside_sqrt, adam_abs_not_square],
     "ch06-adamw-step": [adamw_decay_without_lr, adamw_as_l2, adamw_decay_after_step],
+    "ch06-newton-schulz": [ns_without_normalizing, ns_elementwise_square, ns_swapped_coefficients],
 }
