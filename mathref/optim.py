@@ -190,8 +190,11 @@ class Adam(torch.optim.Optimizer):
         for group in self.param_groups:
             pairs = _grads(group)
             if pairs:
-                (self._step_foreach if group["foreach"] else self._step_plain)(group, pairs)
+                self._step_group(group, pairs)
         return loss
+
+    def _step_group(self, group, pairs):
+        (self._step_foreach if group["foreach"] else self._step_plain)(group, pairs)
 
     def _step_plain(self, group, pairs):
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
@@ -305,8 +308,9 @@ class Muon(torch.optim.Optimizer):
     ``torch.optim.AdamW``.
     """
 
-    decoupled = True          # the AdamW groups: Adam's steps with decoupled decay
-    _state = Adam._state
+    decoupled = True          # the AdamW groups take Adam's steps with decoupled decay
+    step, _state = Adam.step, Adam._state
+    _step_plain, _step_foreach = Adam._step_plain, Adam._step_foreach
 
     def __init__(self, params, lr=1e-3, momentum=0.95, nesterov=True, ns_steps=5,
                  betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=False):
@@ -325,23 +329,11 @@ class Muon(torch.optim.Optimizer):
                     raise ValueError(f"Muon orthogonalizes matrices; a parameter of shape "
                                      f"{tuple(p.shape)} belongs in a group with muon=False (AdamW)")
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            pairs = _grads(group)
-            if not pairs:
-                continue
-            if group["muon"]:
-                self._step_muon(group, pairs)
-            elif group["foreach"]:
-                Adam._step_foreach(self, group, pairs)
-            else:
-                Adam._step_plain(self, group, pairs)
-        return loss
+    def _step_group(self, group, pairs):
+        if group["muon"]:
+            self._step_muon(group, pairs)
+        else:
+            Adam._step_group(self, group, pairs)
 
     def _step_muon(self, group, pairs):
         lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
