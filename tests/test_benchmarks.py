@@ -1,0 +1,49 @@
+"""The benchmark recipes build what they say, including the GPU ones that CI cannot run."""
+import importlib.util
+from dataclasses import replace
+
+import pytest
+import torch
+
+from tests.conftest import ROOT
+from mathref.gpt import GPT, GPTConfig
+from mathref.train import TrainConfig, configure_optimizer, train
+
+spec = importlib.util.spec_from_file_location("gpt_shakespeare", ROOT / "benchmarks" / "gpt_shakespeare.py")
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+# nanoGPT's model.py prints "number of parameters" without the position table:
+# 0.80M for the CPU recipe and 10.65M for the GPU recipe (vocabulary 65, no biases, tied head).
+NANOGPT_COUNTS = {"cpu": 0.80, "cuda": 10.65}   # millions
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_recipe_a_has_nanogpts_parameter_count(device):
+    _, model_kw, _ = bench.RECIPES[device]["a"]
+    model = GPT(GPTConfig(vocab_size=65, **model_kw))
+    L, d, T = model_kw["n_layer"], model_kw["d_model"], model_kw["block_size"]
+    closed_form = 12 * L * d * d + 65 * d + T * d + (2 * L + 1) * d   # matrices, tables, LN gains
+    assert model.num_parameters() == closed_form
+    without_positions = model.num_parameters() - T * d
+    assert round(without_positions / 1e6, 2) == NANOGPT_COUNTS[device]
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("name", ["a", "b"])
+def test_recipe_trains_two_steps_at_a_small_size(device, name, tmp_path):
+    """Every recipe's model and training config (optimizer, schedule, evaluation) run, shrunk to
+    a tiny width and two steps; the loss is finite and the parameters move."""
+    _, model_kw, train_kw = bench.RECIPES[device][name]
+    small = dict(model_kw, n_layer=1, d_model=4 * model_kw["n_head"], block_size=16)
+    model = GPT(GPTConfig(vocab_size=65, **small))
+    before = [p.detach().clone() for p in model.parameters()]
+    cfg = TrainConfig(**{**bench.EVAL, **train_kw, "progress": False})
+    cfg = replace(cfg, max_steps=2, warmup_steps=1, batch_size=4, block_size=16, eval_batches=1,
+                  eval_batch_size=4, eval_interval=1)
+    data = torch.randint(0, 65, (500,), generator=torch.Generator().manual_seed(0))
+    history = train(model, data[:400], data[400:], cfg)
+    assert len(history["val_loss"]) == 2 and all(torch.isfinite(torch.tensor(history["val_loss"])))
+    assert all(not torch.equal(a, p) for a, p in zip(before, model.parameters()) if p.dim() == 2)
+    kind = type(configure_optimizer(model, 1e-3, 0.1, optimizer=cfg.optimizer)).__name__
+    assert kind == ("Muon" if train_kw.get("optimizer") == "muon" else "AdamW")
