@@ -37,6 +37,14 @@ def _check_adam_hyper(lr, betas, eps, weight_decay):
     _check_hyper("weight_decay", weight_decay)
 
 
+def _loss_of(closure):
+    """The ``closure`` argument of ``step``: re-evaluate the loss (with gradients) if given."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 def _grads(group):
     """(param, grad) pairs of a group, skipping parameters without a gradient."""
     out = []
@@ -74,10 +82,7 @@ class SGD(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _loss_of(closure)
         for group in self.param_groups:
             lr, beta, wd = group["lr"], group["momentum"], group["weight_decay"]
             for p, g in _grads(group):
@@ -116,10 +121,7 @@ class RMSProp(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _loss_of(closure)
         for group in self.param_groups:
             lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
             for p, g in _grads(group):
@@ -183,10 +185,7 @@ class Adam(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _loss_of(closure)
         for group in self.param_groups:
             pairs = _grads(group)
             if pairs:

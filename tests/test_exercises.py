@@ -6,6 +6,7 @@ two per exercise); and a student's exception or unfinished stub is reported as o
 line, not a crash.
 """
 import importlib
+import re
 import pkgutil
 
 import pytest
@@ -66,3 +67,21 @@ def test_student_exceptions_are_readable(label):
 def test_not_a_function_is_reported():
     with pytest.raises(ExerciseCheckFailed, match="pass the function itself"):
         CHECKS[LABELS[0]](42)
+
+
+def test_expect_tensor_close_is_torch_isclose_entry_by_entry():
+    import torch
+
+    from mathref.checks.core import CheckFailure, as_tensor, expect_tensor_close
+    want = torch.tensor([[1.0, -2.0], [float("-inf"), 4.0]], dtype=torch.float64)
+    expect_tensor_close(want.clone().tolist(), want, "a list")               # lists are accepted
+    expect_tensor_close(want * (1 + 1e-9), want, "within rtol", rtol=1e-8)   # -inf == -inf
+    cases = [(want[:1], "expected shape (2, 2), got (1, 2) (hint)", dict(shape_hint=" (hint)")),
+             (want.masked_fill(want == 4.0, float("nan")), "nan or inf (why)", dict(nan_hint=" (why)")),
+             (want * torch.tensor([[1.0, 2.0], [1.0, 1.0]]), "at index [0, 1] expected -2, got -4 (ratio 2)", {}),
+             (want.tolist(), "expected a torch.Tensor, got list", dict(tensor_only=True))]
+    for got, message, options in cases:
+        with pytest.raises(CheckFailure, match=re.escape(message)):
+            expect_tensor_close(got, want, "x", **options)
+    with pytest.raises(CheckFailure, match="expected a torch.Tensor, got dict"):
+        as_tensor({}, "x")

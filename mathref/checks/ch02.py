@@ -1,26 +1,15 @@
 """Checkers for chapter 2: vectors, matrices and gradients; linear regression."""
 import torch
 
-from mathref.checks.core import expect, expect_callable, exercise
+from mathref.checks.core import as_tensor, expect, expect_callable, expect_tensor_close, exercise
 
 __all__ = ["check_ch02_steepest_descent", "check_ch02_mse_gradient",
            "check_ch02_least_squares", "check_ch02_max_stable_lr"]
 
 
-def _tensor(value, what):
-    expect(isinstance(value, torch.Tensor), f"{what}: expected a torch.Tensor, got "
-                                            f"{type(value).__name__}")
-    return value
-
-
 def _close(got, want, what, rtol=1e-8, atol=1e-10):
-    got = _tensor(got, what)
-    expect(tuple(got.shape) == tuple(want.shape),
-           f"{what}: expected shape {tuple(want.shape)} (the shape of the parameter), got "
-           f"{tuple(got.shape)}")
-    err = (got.detach().to(torch.float64) - want).abs().max().item()
-    expect(err <= atol + rtol * want.abs().max().item(),
-           f"{what}: largest difference from the correct value is {err:.3g}")
+    expect_tensor_close(got, want, what, rtol=rtol, atol=atol, tensor_only=True,
+                        shape_hint=" (the shape of the parameter)")
 
 
 @exercise("ch02-steepest-descent")
@@ -89,9 +78,9 @@ def check_ch02_least_squares(solve_least_squares):
     X = torch.stack([t, t + 1e-3 * torch.randn(100, generator=gen, dtype=torch.float64)], 1)
     y = X @ torch.tensor([1.0, 2.0], dtype=torch.float64) + 0.5
     w, b = solve_least_squares(X.float(), y.float())
-    _close(_tensor(w, "w").double(), torch.tensor([1.0, 2.0], dtype=torch.float64),
+    _close(as_tensor(w, "w", tensor_only=True), torch.tensor([1.0, 2.0], dtype=torch.float64),
            "w on an ill-conditioned float32 problem (did you form XᵀX?)", rtol=0, atol=2e-3)
-    _close(_tensor(b, "b").double(), torch.tensor(0.5, dtype=torch.float64),
+    _close(as_tensor(b, "b", tensor_only=True), torch.tensor(0.5, dtype=torch.float64),
            "b on an ill-conditioned float32 problem", rtol=0, atol=2e-3)
     return "least squares on [X, 1], accurate even when XᵀX is badly conditioned"
 

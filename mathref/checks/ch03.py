@@ -1,34 +1,16 @@
 """Checkers for chapter 3: neurons, activations, the MLP and backprop by hand."""
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from mathref.checks.core import exercise, expect, expect_callable, expect_close
+from mathref.checks.core import exercise, expect, expect_callable, expect_close, expect_tensor_close
 
 __all__ = ["check_ch03_sigmoid_derivative", "check_ch03_parameter_count",
            "check_ch03_output_delta", "check_ch03_two_layer_backward"]
 
 
-def _tensor(value, what, shape):
-    expect(isinstance(value, torch.Tensor), f"{what}: expected a torch.Tensor, got "
-                                            f"{type(value).__name__}")
-    expect(tuple(value.shape) == tuple(shape), f"{what}: expected shape {tuple(shape)}, got "
-                                                f"{tuple(value.shape)} (a gradient has its "
-                                                f"parameter's shape)")
-    return value.detach().to(torch.float64)
-
-
 def _expect_tensor_close(got, want, what, rtol=1e-7, atol=1e-10):
-    got = _tensor(got, what, want.shape)
-    err = (got - want).abs()
-    bad = err > atol + rtol * want.abs()
-    if bad.any():
-        i = int(bad.flatten().nonzero()[0])
-        ratio = (got.flatten()[i] / want.flatten()[i]).item() if want.flatten()[i] != 0 else float("nan")
-        raise_msg = (f"{what}: entry {i} should be {want.flatten()[i].item():.6g}, got "
-                     f"{got.flatten()[i].item():.6g} (ratio {ratio:.4g}); max abs error "
-                     f"{err.max().item():.3g}")
-        expect(False, raise_msg)
+    expect_tensor_close(got, want, what, rtol=rtol, atol=atol, tensor_only=True,
+                        shape_hint=" (a gradient has its parameter's shape)")
 
 
 def _autograd_grad(f, *inputs):

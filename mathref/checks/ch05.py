@@ -4,19 +4,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from mathref.checks.core import exercise, expect, expect_callable, expect_close
+from mathref.checks.core import as_tensor, exercise, expect, expect_callable, expect_close
 
 __all__ = ["check_ch05_logsumexp", "check_ch05_perplexity", "check_ch05_ce_gradient",
            "check_ch05_bits_per_byte", "check_ch05_lm_loss"]
-
-
-def _tensor(value, what):
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu", torch.float64)
-    try:
-        return torch.as_tensor(value, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        expect(False, f"{what}: expected a tensor, got {type(value).__name__}")
 
 
 @exercise("ch05-logsumexp")
@@ -63,7 +54,7 @@ def check_ch05_ce_gradient(ce_gradient):
         targets = torch.randint(0, V, (N,), generator=gen)
         z = logits.clone().requires_grad_(True)
         F.cross_entropy(z, targets).backward()
-        got = _tensor(ce_gradient(logits.clone(), targets.clone()), "ce_gradient")
+        got = as_tensor(ce_gradient(logits.clone(), targets.clone()), "ce_gradient")
         expect(tuple(got.shape) == (N, V),
                f"for logits of shape {(N, V)} expected a gradient of shape {(N, V)}, got "
                f"{tuple(got.shape)}")

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from mathref.checks.core import exercise, expect, expect_callable, expect_close
+from mathref.checks.core import exercise, expect, expect_callable, expect_close, expect_tensor_close
 
 __all__ = ["check_ch06_warmup_cosine", "check_ch06_clip_global_norm", "check_ch06_adam_step",
            "check_ch06_adamw_step", "check_ch06_newton_schulz"]
@@ -135,12 +135,8 @@ def check_ch06_newton_schulz(orthogonalize):
         U, S, Vh = torch.linalg.svd(G, full_matrices=False)
         s = S / torch.linalg.matrix_norm(G)
         for steps in range(4):
-            got = torch.as_tensor(orthogonalize(G.clone(), steps), dtype=torch.float64)
-            expect(tuple(got.shape) == shape,
-                   f"G of shape {shape}: expected a result of the same shape, got {tuple(got.shape)}")
-            want = U @ torch.diag(s) @ Vh
-            err = (got - want).abs().max().item()
-            expect(err < 1e-9, f"G of shape {shape}, {steps} step(s): largest difference from "
-                               f"U·p^{steps}(Σ/‖G‖_F)·Vᵀ is {err:.3g}")
+            expect_tensor_close(orthogonalize(G.clone(), steps), U @ torch.diag(s) @ Vh,
+                                f"G of shape {shape}, {steps} step(s), against U·p^{steps}(Σ/‖G‖_F)·Vᵀ",
+                                rtol=0, atol=1e-9)
             s = a * s + b * s ** 3 + c * s ** 5
     return "X₀ = G/‖G‖_F, X ← aX + b(XXᵀ)X + c(XXᵀ)²X: the singular values follow p, the vectors stay"

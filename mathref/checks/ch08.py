@@ -6,7 +6,7 @@ Every expected value comes from PyTorch itself (``F.layer_norm``, ``F.rms_norm``
 import torch
 import torch.nn.functional as F
 
-from mathref.checks.core import exercise, expect, expect_callable
+from mathref.checks.core import exercise, expect, expect_callable, expect_tensor_close
 
 __all__ = ["check_ch08_layer_norm", "check_ch08_rms_norm", "check_ch08_running_stats",
            "check_ch08_layer_norm_backward"]
@@ -15,17 +15,8 @@ F64 = torch.float64
 
 
 def _expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10):
-    try:
-        got = torch.as_tensor(got, dtype=F64)
-    except (TypeError, ValueError, RuntimeError):
-        expect(False, f"{what}: expected a tensor, got {type(got).__name__}")
-    expect(tuple(got.shape) == tuple(want.shape),
-           f"{what}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}")
-    expect(bool(torch.isfinite(got).all()), f"{what}: your result contains nan or inf "
-           f"(is ε inside the square root?)")
-    err = (got - want).abs().max().item()
-    expect(torch.allclose(got, want, rtol=rtol, atol=atol),
-           f"{what}: largest difference from the expected values is {err:.3g}")
+    expect_tensor_close(got, want, what, rtol=rtol, atol=atol,
+                        nan_hint=" (is ε inside the square root?)")
 
 
 def _inputs(seed):

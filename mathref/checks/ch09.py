@@ -4,30 +4,14 @@ import math
 import torch
 import torch.nn.functional as F
 
-from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, expect_close
+from mathref.checks.core import as_tensor, exercise, expect, expect_callable, expect_close, expect_tensor_close
 
 __all__ = ["check_ch09_cosine_from_dot", "check_ch09_unit_distance", "check_ch09_cosine_std",
            "check_ch09_soft_lookup"]
 
 
-def _as_tensor(value, what):
-    if not isinstance(value, torch.Tensor):
-        try:
-            value = torch.as_tensor(value, dtype=torch.float64)
-        except (TypeError, ValueError, RuntimeError):
-            raise CheckFailure(f"{what}: expected a tensor, got {type(value).__name__}") from None
-    return value.detach().to(torch.float64)
-
-
 def _expect_tensor_close(got, want, what, rtol=1e-9, atol=1e-12):
-    got = _as_tensor(got, what)
-    expect(tuple(got.shape) == tuple(want.shape),
-           f"{what}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}")
-    bad = ~torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=False)
-    if bad.any():
-        i = bad.nonzero()[0].tolist()
-        raise CheckFailure(f"{what}: at index {i} expected {want[tuple(i)].item():.10g}, "
-                           f"got {got[tuple(i)].item():.10g}")
+    expect_tensor_close(got, want, what, rtol=rtol, atol=atol)
 
 
 @exercise("ch09-cosine-from-dot")
@@ -45,12 +29,12 @@ def check_ch09_cosine_from_dot(cosine):
              (1e-5 * e1, 1e-5 * e1, "two tiny equal vectors (‖a‖ = ‖b‖ = 1e-5)"),
              (1e-12 * e1, e1, "a vector shorter than ε")]
     for x, y, what in cases:
-        got = _as_tensor(cosine(x, y), what)
+        got = as_tensor(cosine(x, y), what)
         expect(got.numel() == 1, f"{what}: expected one number for two vectors, got shape "
                                  f"{tuple(got.shape)}")
         expect_close(got.item(), F.cosine_similarity(x, y, dim=0).item(), what, rtol=1e-9,
                      atol=1e-12)
-    got = _as_tensor(cosine(1e-12 * e1, e1, eps=1e-3), "eps=1e-3")
+    got = as_tensor(cosine(1e-12 * e1, e1, eps=1e-3), "eps=1e-3")
     expect_close(got.item(), 1e-9, "a vector of norm 1e-12 against e₁ with eps=1e-3",
                  rtol=1e-9, atol=1e-15)
     return "matches F.cosine_similarity, including zero and tiny vectors"

@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from mathref.checks.core import CheckFailure, exercise, expect, expect_callable
+from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, expect_tensor_close
 from mathref import tokenizers
 
 __all__ = ["check_ch10_merge_pair", "check_ch10_most_frequent_pair",
@@ -65,13 +65,8 @@ def check_ch10_one_hot_embedding(embed_one_hot):
     for ids, what in [(torch.tensor([3, 0, 3, 7]), "ids [3, 0, 3, 7]"),
                       (torch.tensor([[1, 2], [11, 4]]), "a batch of shape [2, 2] using the last row"),
                       (torch.tensor([2, 2, 5]), "ids that do not reach the last row")]:
-        got = embed_one_hot(ids, E)
-        expect(isinstance(got, torch.Tensor), f"{what}: expected a tensor, got {type(got).__name__}")
-        want = E[ids]
-        expect(tuple(got.shape) == tuple(want.shape), f"{what}: expected shape "
-               f"{tuple(want.shape)}, got {tuple(got.shape)}")
-        expect(torch.allclose(got.to(torch.float64), want, rtol=1e-12, atol=1e-12),
-               f"{what}: the rows differ from E[ids]")
+        expect_tensor_close(embed_one_hot(ids, E), E[ids], f"{what}, against E[ids]",
+                            rtol=1e-12, atol=1e-12, tensor_only=True)
     # the product must carry gradient to E: exactly the used rows, summed over repeats
     W = E.clone().requires_grad_(True)
     ids = torch.tensor([3, 0, 3])
@@ -95,12 +90,8 @@ def check_ch10_tied_logits(tied_logits):
     E = torch.randn(9, 4, generator=gen, dtype=torch.float64)
     for shape in [(4,), (3, 4), (2, 5, 4)]:
         h = torch.randn(*shape, generator=gen, dtype=torch.float64)
-        got = tied_logits(h, E)
-        expect(isinstance(got, torch.Tensor), f"expected a tensor, got {type(got).__name__}")
-        want = F.linear(h, E)
-        expect(tuple(got.shape) == tuple(want.shape), f"h of shape {shape}: expected logits of "
-               f"shape {tuple(want.shape)} (one per vocabulary entry), got {tuple(got.shape)}")
-        expect(torch.allclose(got.to(torch.float64), want, rtol=1e-10, atol=1e-12),
-               f"h of shape {shape}: the logits differ from h Eᵀ")
+        expect_tensor_close(tied_logits(h, E), F.linear(h, E), f"h of shape {shape}, against h Eᵀ",
+                            rtol=1e-10, atol=1e-12, tensor_only=True,
+                            shape_hint=" (one logit per vocabulary entry)")
     # logit of token j for h = E[j] is ‖E[j]‖²: the token's own embedding scores itself highly
     return "logits = h Eᵀ, the same matrix as the input lookup"

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mathref.checks.core import exercise, expect, expect_callable
+from mathref.checks.core import exercise, expect, expect_callable, expect_tensor_close
 
 __all__ = ["check_ch11_causal_mask", "check_ch11_mha_param_count", "check_ch11_attention",
            "check_ch11_softmax_backward", "check_ch11_multi_head"]
@@ -18,16 +18,8 @@ __all__ = ["check_ch11_causal_mask", "check_ch11_mha_param_count", "check_ch11_a
 F64 = torch.float64
 
 
-def _expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10, finite=True):
-    expect(isinstance(got, torch.Tensor), f"{what}: expected a tensor, got {type(got).__name__}")
-    expect(tuple(got.shape) == tuple(want.shape),
-           f"{what}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}")
-    got = got.to(F64)
-    if finite:
-        expect(bool(torch.isfinite(got).all()), f"{what}: your result contains nan or inf")
-    err = (got - want).abs().max().item()
-    expect(torch.allclose(got, want, rtol=rtol, atol=atol, equal_nan=False),
-           f"{what}: largest difference from the expected values is {err:.3g}")
+def _expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10):
+    expect_tensor_close(got, want, what, rtol=rtol, atol=atol, tensor_only=True)
 
 
 def _randn(*shape, seed):

@@ -10,8 +10,10 @@ fails its cell, which is what nbclient, nbval and graders detect.
 import functools
 import math
 
+import torch
+
 __all__ = ["CHECKS", "CheckFailure", "ExerciseCheckFailed", "exercise", "expect",
-           "expect_close", "expect_callable"]
+           "expect_close", "expect_callable", "as_tensor", "expect_tensor_close"]
 
 CHECKS = {}  # exercise label -> checker
 
@@ -87,3 +89,35 @@ def expect_close(actual, expected, what, rtol=1e-6, atol=1e-9):
     else:
         ok = math.isfinite(actual) and abs(actual - expected) <= atol + rtol * abs(expected)
     expect(ok, f"{what}: expected {expected:.10g}, got {actual:.10g}")
+
+
+def as_tensor(value, what, tensor_only=False):
+    """The answer as a detached float64 CPU tensor. A list or array is accepted too, unless
+    ``tensor_only``; anything else fails with a message naming ``what``."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", torch.float64)
+    if not tensor_only:
+        try:
+            return torch.as_tensor(value, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    raise CheckFailure(f"{what}: expected a torch.Tensor, got {type(value).__name__}")
+
+
+def expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10, tensor_only=False,
+                        shape_hint="", nan_hint=""):
+    """Fail unless the tensor ``got`` has ``want``'s shape, no nan or inf where ``want`` is
+    finite, and every entry within atol + rtol·|want| of ``want``'s; the message names the first
+    entry that is off, with the ratio of the two values (a factor of 2 shows up at once)."""
+    got, want = as_tensor(got, what, tensor_only), as_tensor(want, what)
+    expect(tuple(got.shape) == tuple(want.shape),
+           f"{what}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}{shape_hint}")
+    expect(not (~torch.isfinite(got) & torch.isfinite(want)).any(),
+           f"{what}: your result contains nan or inf{nan_hint}")
+    bad = ~torch.isclose(got, want, rtol=rtol, atol=atol)
+    if bad.any():
+        i = tuple(bad.nonzero()[0].tolist())
+        g, w = got[i].item(), want[i].item()
+        ratio = f" (ratio {g / w:.4g})" if w != 0 else ""
+        raise CheckFailure(f"{what}: at index {list(i)} expected {w:.10g}, got {g:.10g}{ratio}; "
+                           f"largest difference {(got - want).abs().max().item():.3g}")
