@@ -22,7 +22,7 @@ export MATHREF_DATA
 NBVAL := $(PY) -m pytest -p tests.nbval_conftest --nbval --nbval-current-env \
          --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 900 -q
 
-.PHONY: venv book browser test unit nbval times outputs student grade bench clean
+.PHONY: venv book browser test unit nbval nbval-perturbed times outputs student grade bench clean
 
 # Browser-side assets, so the built book reads offline: MathJax 3 (equations) and the
 # ipywidgets embed manager with RequireJS (widget snapshots). Fetched with npm from its
@@ -78,6 +78,12 @@ browser: venv
 
 nbval: venv
 	$(NBVAL) $(NB)
+
+# The same comparison in another numeric environment: no vector kernels beyond the baseline,
+# MKL's reproducible code path, one thread. Stored outputs must hold here too.
+PERTURBED := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+nbval-perturbed: venv
+	$(PERTURBED) $(NBVAL) $(NB)
 
 times:
 	@cat _build/notebook_times.txt 2>/dev/null || echo "no notebook times yet (run make nbval)"
