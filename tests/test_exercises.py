@@ -10,9 +10,11 @@ import re
 import pkgutil
 
 import pytest
+import torch
 
 from mathref import checks
 from mathref.checks import CHECKS, ExerciseCheckFailed
+from mathref.checks.core import CheckFailure
 from tests import exercises
 from tests.notebooks import all_exercises, checker_name, read, reference_answer
 
@@ -85,3 +87,34 @@ def test_expect_tensor_close_is_torch_isclose_entry_by_entry():
             expect_tensor_close(got, want, "x", **options)
     with pytest.raises(CheckFailure, match="expected a torch.Tensor, got dict"):
         as_tensor({}, "x")
+
+
+def test_without_autograd_refuses_each_autograd_entry_point():
+    """The wrapper behind every "without autograd" exercise: a hand-written gradient passes,
+    and each way of asking autograd fails with a message that says why."""
+    from mathref.checks.core import without_autograd
+
+    x = torch.tensor([1.0, -2.0], dtype=torch.float64)
+
+    def by_hand(t):
+        return 2 * t
+
+    def by_backward(t):
+        t = t.detach().clone().requires_grad_()
+        (t ** 2).sum().backward()
+        return t.grad
+
+    def by_grad(t):
+        t = t.detach().clone().requires_grad_()
+        return torch.autograd.grad((t ** 2).sum(), t)[0]
+
+    def by_enable_grad(t):
+        with torch.enable_grad():
+            t = t.detach().clone().requires_grad_()
+            return torch.autograd.grad((t ** 2).sum(), t)[0]
+
+    assert torch.equal(without_autograd(by_hand)(x), 2 * x)
+    for cheat in (by_backward, by_grad, by_enable_grad):
+        with pytest.raises(CheckFailure, match="without autograd"):
+            without_autograd(cheat)(x)
+        assert torch.equal(cheat(x), 2 * x)  # autograd is back once the call returns

@@ -13,7 +13,8 @@ import math
 import torch
 
 __all__ = ["CHECKS", "CheckFailure", "ExerciseCheckFailed", "exercise", "expect",
-           "expect_close", "expect_callable", "as_tensor", "expect_tensor_close"]
+           "expect_close", "expect_callable", "as_tensor", "expect_tensor_close",
+           "without_autograd"]
 
 CHECKS = {}  # exercise label -> checker
 
@@ -121,3 +122,36 @@ def expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10, tensor_only=Fals
         ratio = f" (ratio {g / w:.4g})" if w != 0 else ""
         raise CheckFailure(f"{what}: at index {list(i)} expected {w:.10g}, got {g:.10g}{ratio}; "
                            f"largest difference {(got - want).abs().max().item():.3g}")
+
+
+_AUTOGRAD_MESSAGE = ("this exercise asks for the gradient by hand, without autograd, but your "
+                     "function used it ({what}). Compute it from the formulas in the chapter.")
+
+
+def without_autograd(answer):
+    """``answer`` wrapped so that each call runs with autograd unavailable: under
+    ``torch.inference_mode()`` (no graph is recorded, so ``backward`` has nothing to follow) and
+    with ``Tensor.backward``, ``torch.autograd.grad`` and ``torch.autograd.backward`` replaced by
+    functions that fail the check. Use it for every exercise whose statement says "without
+    autograd"; compute the checker's own oracle outside the wrapped call."""
+    def refuse(what):
+        def stub(*args, **kwargs):
+            raise CheckFailure(_AUTOGRAD_MESSAGE.format(what=what))
+        return stub
+
+    @functools.wraps(answer)
+    def call(*args, **kwargs):
+        saved = (torch.Tensor.backward, torch.autograd.grad, torch.autograd.backward)
+        torch.Tensor.backward = refuse("Tensor.backward")
+        torch.autograd.grad = refuse("torch.autograd.grad")
+        torch.autograd.backward = refuse("torch.autograd.backward")
+        try:
+            with torch.inference_mode():
+                return answer(*args, **kwargs)
+        except RuntimeError as err:
+            if "grad" in str(err):  # e.g. requires_grad_ on an inference tensor
+                raise CheckFailure(_AUTOGRAD_MESSAGE.format(what=str(err).splitlines()[0]))
+            raise
+        finally:
+            torch.Tensor.backward, torch.autograd.grad, torch.autograd.backward = saved
+    return call
