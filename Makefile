@@ -22,7 +22,7 @@ export MATHREF_DATA
 NBVAL := $(PY) -m pytest -p tests.nbval_conftest --nbval --nbval-current-env \
          --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 900 -q
 
-.PHONY: venv book browser test unit nbval nbval-perturbed times outputs student grade bench clean
+.PHONY: venv nbgrader-venv book browser test unit nbval nbval-perturbed times outputs student grade bench clean
 
 # Browser-side assets, so the built book reads offline: MathJax 3 (equations) and the
 # ipywidgets embed manager with RequireJS (widget snapshots). Fetched with npm from its
@@ -116,6 +116,18 @@ student: venv
 grade: venv
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir [GRADE_OPTS=...]"; exit 2; }
 	$(PY) -m mathref.grade $(SUBMISSIONS) --out grades.csv --report grades_report.txt $(GRADE_OPTS)
+
+# nbgrader in its own git-ignored environment (it would move the main environment's pins):
+# make -o venv nbgrader-venv. tests/test_nbgrader.py uses it and fails, saying so, without it.
+NBGRADER_VERSION := 0.9.6
+NBGRADER_VENV := .venv-nbgrader
+NBGRADER_STAMP := $(NBGRADER_VENV)/.installed-nbgrader-$(NBGRADER_VERSION)
+nbgrader-venv: $(NBGRADER_STAMP)
+$(NBGRADER_STAMP):
+	@set -e; rm -rf $(NBGRADER_VENV); $(PYTHON) -m venv $(NBGRADER_VENV); \
+	$(NBGRADER_VENV)/bin/python -m pip install --quiet --upgrade pip; \
+	$(NBGRADER_VENV)/bin/python -m pip install --quiet nbgrader==$(NBGRADER_VERSION); \
+	$(NBGRADER_VENV)/bin/nbgrader --version; touch $@
 
 bench: venv
 	@for b in benchmarks/*.py; do [ -e "$$b" ] && $(PY) "$$b"; done; true
