@@ -55,9 +55,10 @@ def _edit(nb, predicate, new_source, **metadata):
     raise LookupError("no such cell")
 
 
-def make_hostile_folder(folder, source_nb, outputs=()):
-    """Write the submissions into ``folder``; return (student notebook, target label,
-    names of the files)."""
+def make_hostile_folder(folder, source_nb, outputs=(), repos=()):
+    """Write the submissions into ``folder``; return (student notebook, target label).
+    ``outputs``: files the "lurker" tries to overwrite later; ``repos``: checkouts whose
+    mathref/checks the "implant" tries to append to (besides the mathref it imports)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     student = make_student_notebook(source_nb)
@@ -116,7 +117,9 @@ def make_hostile_folder(folder, source_nb, outputs=()):
         "implant": with_solution(
             "import glob, mathref, os\n"
             "root = os.path.dirname(mathref.__file__)\n"
-            f"for p in glob.glob(root + '/checks/*.py') + glob.glob({str(Path(__file__).resolve().parents[1])!r} + '/mathref/checks/*.py'):\n"
+            "for p in glob.glob(root + '/checks/*.py')"
+            + "".join(f" + glob.glob({str(r)!r} + '/mathref/checks/*.py')" for r in repos)
+            + ":\n"
             "    try:\n        open(p, 'a').write('\\nraise SystemExit\\n')\n    except OSError:\n"
             "        pass\n"
             f"def {function}(*args, **kwargs):\n    return 0\n"),
@@ -134,8 +137,8 @@ def make_hostile_folder(folder, source_nb, outputs=()):
             + f"def {function}(*args, **kwargs):\n    return 0\n"),
         "killer": with_solution(
             "import os, signal\n"
-            "for kill in (lambda: os.kill(os.getppid(), 9), lambda: os.killpg(0, 9),\n"
-            "             lambda: os.kill(-1, 9)):\n    try:\n        kill()\n"
+            "for kill in (lambda: os.kill(os.getppid(), 9), lambda: os.killpg(0, 9)):\n"
+            "    try:\n        kill()\n"
             "    except OSError:\n        pass\n"),
         "looper": with_solution(f"def {function}(*args, **kwargs):\n    while True:\n"
                                 "        pass\n"),
