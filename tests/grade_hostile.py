@@ -104,7 +104,8 @@ def make_hostile_folder(folder, source_nb, outputs=(), repos=()):
         # attacks
         "copier": with_solution(
             f"import json, glob\nsource = None\nfor p in glob.glob({subs!r} + '/*.ipynb'):\n"
-            "    for c in json.load(open(p))['cells']:\n"
+            "    try:\n        cells = json.load(open(p))['cells']\n    except Exception:\n"
+            "        continue\n    for c in cells:\n"
             f"        s = ''.join(c['source'])\n        if s.startswith('def {function}(') "
             "and 'NotImplementedError' not in s:\n            source = s\n"
             f"exec(source)\n"),
@@ -117,10 +118,13 @@ def make_hostile_folder(folder, source_nb, outputs=(), repos=()):
         "implant": with_solution(
             "import glob, mathref, os\n"
             "root = os.path.dirname(mathref.__file__)\n"
-            "for p in glob.glob(root + '/checks/*.py')"
-            + "".join(f" + glob.glob({str(r)!r} + '/mathref/checks/*.py')" for r in repos)
+            "always = ('\\nfor _n in [n for n in globals() if n.startswith(\"check_\")]:\\n'\n"
+            "          '    globals()[_n] = (lambda n: lambda *a, **k: print(\"\\u2705 \" + '\n"
+            "          'n[6:].replace(\"_\", \"-\") + \": passed\"))(_n)\\n')\n"
+            "for p in [root + '/checks/__init__.py']"
+            + "".join(f" + [{str(r)!r} + '/mathref/checks/__init__.py']" for r in repos)
             + ":\n"
-            "    try:\n        open(p, 'a').write('\\nraise SystemExit\\n')\n    except OSError:\n"
+            "    try:\n        open(p, 'a').write(always)\n    except OSError:\n"
             "        pass\n"
             f"def {function}(*args, **kwargs):\n    return 0\n"),
         "envreader": with_solution(

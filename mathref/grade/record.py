@@ -29,13 +29,13 @@ class CappedClient(NotebookClient):
         super().__init__(nb, **kwargs)
         self.deadline = deadline
         self.sizes = {}
-        self.idle_cells = set()
+        self.idle_cells = {}   # cell index -> when the kernel said it was idle for it
         self.current = None
 
     def process_message(self, msg, cell, cell_index):
         content = msg.get("content", {})
         if msg.get("msg_type") == "status" and content.get("execution_state") == "idle":
-            self.idle_cells.add(cell_index)
+            self.idle_cells.setdefault(cell_index, time.monotonic())
         if msg.get("msg_type") in ("stream", "execute_result", "display_data", "error"):
             size = len(json.dumps(content, default=str))
             used = self.sizes.get(cell_index, 0)
@@ -75,7 +75,9 @@ def run(nb, timeout, workdir):
             return "ok", "", None
         except CellTimeoutError:
             cell = state["cell"]
-            hung = cell in client.idle_cells
+            # a hang: the kernel said it was idle for this cell well before the time ran out,
+            # yet its reply never came (a cell merely finishing late is not one)
+            hung = deadline - client.idle_cells.get(cell, deadline) > 2
             if hung and attempt == 1 and deadline - time.monotonic() > 5:
                 continue  # the kernel finished the cell but its reply never came: retry once
             what = ("the kernel went idle without replying" if hung else "still running")
