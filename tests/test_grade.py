@@ -74,6 +74,7 @@ EXPECTED = {   # student: (status, score, verdicts of selftest-square, -descent,
 
 
 def test_every_cheat_and_attack_fails_and_harms_no_one(tmp_path):
+    """The whole CLI (main: grade_folder, then write_csv and format_report) on a hostile folder."""
     folder, out, report = tmp_path / "subs", tmp_path / "grades.csv", tmp_path / "report.txt"
     make_hostile_folder(folder, selftest_assignment(), outputs=[out, report], repos=[ROOT])
     assignment = tmp_path / "assignment.ipynb"

@@ -41,7 +41,7 @@ import nbformat
 
 __all__ = ["EXERCISE_LABEL", "VERDICTS", "checker_name", "exercise_labels", "check_calls",
            "load_assignment", "find_solution", "read_submission", "student_name",
-           "csv_safe", "report_safe", "grade_submission", "grade_folder", "write_csv",
+           "csv_safe", "report_safe", "grade_folder", "write_csv",
            "format_report", "main"]
 
 EXERCISE_LABEL = re.compile(r"\{exercise(?:-start)?\}[^\n]*\n(?:\s*:[^\n]*\n)*?\s*:label:\s*(\S+)")
@@ -178,10 +178,10 @@ def read_submission(path):
         data = f.read(MAX_SUBMISSION_BYTES + 1)
     if len(data) > MAX_SUBMISSION_BYTES:
         raise ValueError(f"larger than {MAX_SUBMISSION_BYTES // 2 ** 20} MB")
-    return parse_submission(data)
+    return _parse_submission(data)
 
 
-def parse_submission(data):
+def _parse_submission(data):
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -255,7 +255,7 @@ def _submissions(folder):
 
 # ----------------------------------------------------------------------------------- grading
 
-class Session:
+class _Session:
     """What a grading run shares: the temporary root, the snapshot of mathref the checkers and
     workers import, the sandbox's hidden paths, and the options."""
 
@@ -393,7 +393,7 @@ def _verify(session, workdir, nb):
     return verdicts
 
 
-def grade_submission(path, session, executed_dir=None):
+def _grade_submission(path, session, executed_dir=None):
     """Grade one file; return a dict with ``student``, ``file``, ``status``, ``detail``,
     ``verdicts`` ({label: (verdict, message)}), ``score`` and ``seconds``."""
     path = Path(path)
@@ -449,7 +449,7 @@ def grade_folder(folder, assignment, timeout=120, exercise_timeout=60, jobs=1, e
     unique, duplicated = [], []
     for name, group in by_name.items():
         (unique if len(group) == 1 else duplicated).append((name, group))
-    session = Session(assignment, folder, outputs=list(outputs) + ([progress] if progress else []),
+    session = _Session(assignment, folder, outputs=list(outputs) + ([progress] if progress else []),
                       timeout=timeout, exercise_timeout=exercise_timeout, execute=execute,
                       limits=limits)
     results = []
@@ -476,7 +476,7 @@ def grade_folder(folder, assignment, timeout=120, exercise_timeout=60, jobs=1, e
         if executed_dir is not None:
             (Path(executed_dir) / "pending").mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(grade_submission, f, session, executed_dir)
+            futures = [pool.submit(_grade_submission, f, session, executed_dir)
                        for _, (f,) in unique]
             for future in as_completed(futures):
                 done(future.result())
