@@ -609,7 +609,7 @@ def main(argv=None):
         results, labels, skipped = grade_folder(
             args.submissions, assignment, args.timeout, args.exercise_timeout, args.jobs,
             execute=not args.no_execute, log=log, progress=progress, executed_dir=executed_tmp,
-            outputs=outputs)
+            outputs=outputs + ([executed_tmp] if executed_tmp else []))
         write_csv(results, labels, args.out)
         report = format_report(results, labels, args.submissions, args.timeout, skipped, mode)
         if args.report:
