@@ -20,7 +20,7 @@ MATHREF_DATA ?= $(if $(wildcard ../shared/data/tinyshakespeare.txt),$(abspath ..
 export MATHREF_DATA
 
 NBVAL := $(PY) -m pytest -p tests.nbval_conftest --nbval --nbval-current-env \
-         --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 900 -q
+         --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 600 -q
 
 .PHONY: venv book browser test unit nbval nbval-perturbed times outputs student grade bench clean
 
