@@ -75,6 +75,9 @@ EXPECTED = {   # student: (status, score, verdicts of selftest-square, -descent,
 
 def test_every_cheat_and_attack_fails_and_harms_no_one(tmp_path):
     """The whole CLI (main: grade_folder, then write_csv and format_report) on a hostile folder."""
+    from mathref.grade import sandbox
+    assert sandbox.bwrap_works(), ("the grader's sandbox needs bubblewrap: apt-get install "
+                                   "bubblewrap (without it, plain limits only: see the guide)")
     folder, out, report = tmp_path / "subs", tmp_path / "grades.csv", tmp_path / "report.txt"
     make_hostile_folder(folder, selftest_assignment(), outputs=[out, report], repos=[ROOT])
     assignment = tmp_path / "assignment.ipynb"
