@@ -50,6 +50,8 @@ class GPTConfig:
     tie_embeddings: bool = None
     bias: bool = None
     rope_base: float = 10000.0
+    rope_layout: str = "half"     # RoPE pairs: "half" (x_i, x_(i+d/2): GPT-NeoX, Hugging Face
+                                   # Llama) or "adjacent" (x_2i, x_2i+1: RoFormer, Meta's Llama)
     norm_eps: float = 1e-5
     fused: bool = True             # PyTorch's fused kernels (SDPA, layer_norm, rms_norm), else
                                    # mathref's readable paths (tested equal)
@@ -68,6 +70,8 @@ class GPTConfig:
             raise ValueError(f"positions must be 'learned' or 'rope', got {self.positions!r}")
         if self.norm not in ("layer", "rms"):
             raise ValueError(f"norm must be 'layer' or 'rms', got {self.norm!r}")
+        if self.rope_layout not in ("half", "adjacent"):
+            raise ValueError(f"rope_layout must be 'half' or 'adjacent', got {self.rope_layout!r}")
         if self.positions == "rope" and (self.d_model // self.n_head) % 2:
             raise ValueError("RoPE needs an even head dimension d_model / n_head")
 
@@ -112,6 +116,7 @@ class CausalSelfAttention(MultiHeadAttention):
         super().__init__(config.d_model, config.n_head, config.n_kv_head, bias=config.bias,
                          dropout=config.dropout)
         self.fused = config.fused
+        self.rope_layout = config.rope_layout
         self.q_norm = _norm(config, self.d_k) if config.qk_norm else None
         self.k_norm = _norm(config, self.d_k) if config.qk_norm else None
         self.resid_dropout = nn.Dropout(config.dropout)
@@ -125,7 +130,8 @@ class CausalSelfAttention(MultiHeadAttention):
             q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
             cos, sin = (t.to(q.dtype) for t in rope)
-            q, k = apply_rope(q, cache=(cos, sin)), apply_rope(k, cache=(cos, sin))
+            q = apply_rope(q, cache=(cos, sin), layout=self.rope_layout)
+            k = apply_rope(k, cache=(cos, sin), layout=self.rope_layout)
         if cache is not None:
             k, v = cache.update(layer, k, v)
         S = k.shape[-2]

@@ -5,7 +5,8 @@ Conventions (fixed once for the course): dimension index j, pair index i = ⌊j/
     sinusoidal   PE[p, 2i] = sin(p / base^(2i/d)),   PE[p, 2i+1] = cos(p / base^(2i/d))
     RoPE         θ_i = base^(−2i/d_head); position m rotates pair i by the angle +m·θ_i with
                  R(θ) = [[cos θ, −sin θ], [sin θ, cos θ]]. The "half" layout pairs x_i with
-                 x_(i + d/2) (GPT-NeoX / Llama style), "adjacent" pairs x_(2i) with x_(2i+1).
+                 x_(i + d/2) (GPT-NeoX, the Hugging Face Llama port), "adjacent" pairs x_(2i)
+                 with x_(2i+1) (RoFormer, Meta's reference Llama).
     ALiBi        bias[h, i, j] = −m_h · (i − j) for keys j ≤ i, slopes m_h = 2^(−8h/H).
     T5 bias      a learned scalar per (head, bucket of the offset key − query).
     Extension    position interpolation m → m/s; NTK-aware base → base·s^(d/(d−2)).

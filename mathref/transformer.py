@@ -62,7 +62,7 @@ class FeedForward(nn.Module):
     or the gated "swiglu". Acts on the last dimension only, so tokens never mix here.
 
         FFN(x) = φ(x W₁ + b₁) W₂ + b₂,  W₁ = fc.weight.T,  W₂ = proj.weight.T
-        SwiGLU(x) = (SiLU(x W₃) ⊙ x W₁) W₂,  W₃ = gate.weight.T
+        SwiGLU(x) = (SiLU(x W₁) ⊙ x W₃) W₂,  W₁ = gate.weight.T (gate), W₃ = fc.weight.T (value)
 
     ``fused=False`` uses mathref.nn's activations (ACTIVATIONS, chapter 3), ``fused=True``
     (default) PyTorch's kernels (FUSED_ACTIVATIONS); both give the same numbers. Dropout, when

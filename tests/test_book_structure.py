@@ -107,6 +107,29 @@ def test_no_cell_uses_the_network_or_a_gpu_only_path(path):
         assert "urlopen" not in cell.source and "pip install" not in cell.source, path.name
 
 
+# Any C0/C1 control character except the newline, e.g. a TAB left by "\times" written in a
+# non-raw Python string (the "\t" escape), which MyST renders as nothing.
+CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_markdown_cell_contains_a_control_character(path):
+    found = []
+    for index, cell in enumerate(read(path).cells):
+        if cell.cell_type == "markdown":
+            for match in CONTROL.finditer(cell.source):
+                context = cell.source[max(0, match.start() - 30):match.end() + 10]
+                found.append(f"cell {index}: {match.group()!r} in {context!r}")
+    assert not found, f"{path.name}: control characters in markdown: {found}"
+
+
+def test_the_control_character_check_can_fail():
+    assert CONTROL.search(r"block 12 gets $1.187\times$") is None
+    assert CONTROL.search("block 12 gets $1.187\times$") is not None      # "\t" is a TAB here
+    assert CONTROL.search("line one\nline two") is None
+    assert CONTROL.search("carriage\rreturn") is not None
+
+
 def test_bibliography_and_pages_exist():
     assert (ROOT / "book" / "references.bib").is_file()
     for page in ("intro", "how_to_use", "notation", "instructors", "bibliography"):

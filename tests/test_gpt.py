@@ -202,3 +202,48 @@ def test_causal_self_attention_is_causal_grouped_query_sdpa(fused):
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     expected = attn.w_o(expected.transpose(1, 2).reshape(2, 5, 8))
     torch.testing.assert_close(attn(x), expected, rtol=1e-12, atol=1e-12)
+
+
+def adjacent_to_half_rows(d_k, n_heads):
+    # per head, the rows (0, 2, 4, …, 1, 3, 5, …): q_half = q_adjacent[rows] puts pair i of the
+    # adjacent layout, (2i, 2i+1), at (i, i + d_k/2), where the half-split layout expects it
+    within = torch.cat([torch.arange(0, d_k, 2), torch.arange(1, d_k, 2)])
+    return torch.cat([h * d_k + within for h in range(n_heads)])
+
+
+@pytest.mark.parametrize("extra", [{}, {"bias": True, "qk_norm": False, "n_kv_head": 2}])
+def test_rope_layout_adjacent_loads_adjacent_weights_unpermuted(float64_device, extra):
+    adjacent = model_for(tiny("modern", rope_layout="adjacent", **extra), float64_device, seed=3)
+    half = model_for(tiny("modern", **extra), float64_device, seed=4)
+    assert half.config.rope_layout == "half"
+    d_k = adjacent.config.d_model // adjacent.config.n_head
+    with torch.no_grad():                 # distinct QK-norm gains, so their permutation matters,
+        for name, p in adjacent.named_parameters():     # and sharper attention than at init
+            if "q_norm" in name or "k_norm" in name:
+                p.copy_(torch.rand_like(p) + 0.5)
+            if "w_q" in name or "w_k" in name:
+                p.mul_(4.0)
+    converted = {}
+    for name, value in adjacent.state_dict().items():
+        part = name.split(".")[-2]
+        if part in ("w_q", "w_k"):        # what a converter to the half-split layout does
+            heads = adjacent.config.n_head if part == "w_q" else adjacent.config.n_kv_head
+            value = value[adjacent_to_half_rows(d_k, heads).to(value.device)]
+        elif part in ("q_norm", "k_norm"):
+            value = value[adjacent_to_half_rows(d_k, 1).to(value.device)]
+        converted[name] = value
+    x = ids(2, 12, device=float64_device)
+    reference = adjacent(x)[0]
+    half.load_state_dict(converted)
+    torch.testing.assert_close(half(x)[0], reference, atol=1e-12, rtol=1e-10)
+    half.load_state_dict(adjacent.state_dict())          # same weights, wrong layout: differs
+    assert (half(x)[0] - reference).abs().max() > 1e-3
+    cache = KVCache(adjacent.config.n_layer)             # the layout holds in cached decoding
+    steps = [adjacent(x[:, :5], cache=cache)[0]] + [adjacent(x[:, t:t + 1], cache=cache)[0]
+                                                    for t in range(5, 12)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), reference, atol=1e-12, rtol=1e-10)
+
+
+def test_rope_layout_is_validated():
+    with pytest.raises(ValueError, match="rope_layout"):
+        GPTConfig(style="modern", rope_layout="interleaved")

@@ -1,15 +1,17 @@
-"""Checkers for chapter 12: sinusoidal encodings, RoPE, ALiBi and NTK-aware scaling.
+"""Checkers for chapter 12: sinusoidal encodings, ALiBi, RoPE's layouts and RoPE itself.
 
-Expected values are written out from the definitions with Python's math module.
+Expected values are written out from the definitions: Python's math module for single entries,
+and RoPE as a multiplication of complex numbers (independent of mathref.positions).
 """
 import math
 
 import torch
 
-from mathref.checks.core import exercise, expect, expect_callable, expect_close
+import mathref.positions
+from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, expect_close
 
-__all__ = ["check_ch12_sinusoidal_entry", "check_ch12_rope_pair", "check_ch12_alibi_matrix",
-           "check_ch12_ntk_base"]
+__all__ = ["check_ch12_sinusoidal_entry", "check_ch12_alibi_matrix",
+           "check_ch12_adjacent_to_half", "check_ch12_rope_half"]
 
 
 @exercise("ch12-sinusoidal-entry")
@@ -24,22 +26,6 @@ def check_ch12_sinusoidal_entry(sinusoidal_entry):
                 expect_close(sinusoidal_entry(p, j, d), want, f"PE(p={p}, j={j}) with d={d}",
                              rtol=1e-9, atol=1e-12)
     return "sin and cos of pair i share the frequency 10000^(−2i/d)"
-
-
-@exercise("ch12-rope-pair")
-def check_ch12_rope_pair(rotate_pair):
-    """rotate_pair(x1, x2, m, theta) = (x1 cos mθ − x2 sin mθ, x1 sin mθ + x2 cos mθ)."""
-    expect_callable(rotate_pair, "rotate_pair(x1, x2, m, theta)")
-    for x1, x2 in ((1.0, 0.0), (0.0, 1.0), (0.3, -1.2)):
-        for m, theta in ((0, 1.0), (1, 1.0), (3, 0.5), (7, 0.01), (-2, 0.8)):
-            got = rotate_pair(x1, x2, m, theta)
-            expect(len(got) == 2, f"expected a pair (y1, y2), got {got!r}")
-            a = m * theta
-            for name, g, w in (("y1", got[0], x1 * math.cos(a) - x2 * math.sin(a)),
-                               ("y2", got[1], x1 * math.sin(a) + x2 * math.cos(a))):
-                expect_close(g, w, f"{name} for x=({x1}, {x2}), m={m}, θ={theta} "
-                             f"(rotation by +mθ)", rtol=1e-9, atol=1e-12)
-    return "a rotation by +mθ with R = [[cos, −sin], [sin, cos]]"
 
 
 @exercise("ch12-alibi-matrix")
@@ -58,17 +44,139 @@ def check_ch12_alibi_matrix(alibi_matrix):
     return "a penalty growing linearly with distance, and a causal mask"
 
 
-@exercise("ch12-ntk-base")
-def check_ch12_ntk_base(ntk_base):
-    """ntk_base(base, scale, d_head) = base · scale^(d_head/(d_head − 2))."""
-    expect_callable(ntk_base, "ntk_base(base, scale, d_head)")
-    for base, scale, d in ((10000.0, 4.0, 64), (10000.0, 2.0, 8), (500000.0, 8.0, 128),
-                           (10000.0, 16.0, 4)):
-        new = ntk_base(base, scale, d)
-        expect_close(new, base * scale ** (d / (d - 2)), f"base', base={base}, s={scale}, "
-                     f"d_head={d}", rtol=1e-9)
-        slowest_old = base ** (-(d - 2) / d)
-        slowest_new = float(new) ** (-(d - 2) / d)
-        expect_close(slowest_new, slowest_old / scale, f"θ of the slowest pair with base' "
-                     f"(should be the old one divided by s={scale})", rtol=1e-9)
-    return "the fastest pair keeps θ_0 = 1, the slowest is slowed by exactly s"
+def _rope_reference(x, positions, layout, base=10000.0):
+    """RoPE by complex multiplication: pair i (layout "half": x_i, x_(i+d/2); "adjacent":
+    x_2i, x_2i+1) as z = a + ib, times exp(i·m·θ_i), θ_i = base^(−2i/d). x: [..., T, d]."""
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)
+    angle = torch.as_tensor(positions, dtype=torch.float64)[:, None] * theta        # [T, d/2]
+    a, b = (x[..., : d // 2], x[..., d // 2:]) if layout == "half" else (x[..., 0::2], x[..., 1::2])
+    z = torch.complex(a.double(), b.double()) * torch.polar(torch.ones_like(angle), angle)
+    if layout == "half":
+        return torch.cat([z.real, z.imag], dim=-1)
+    return torch.stack([z.real, z.imag], dim=-1).flatten(-2)
+
+
+def _heads(y, n_heads):
+    T = y.shape[0]
+    return y.view(T, n_heads, -1).transpose(0, 1)                                  # [H, T, d_k]
+
+
+@exercise("ch12-adjacent-to-half")
+def check_ch12_adjacent_to_half(adjacent_to_half_weights):
+    """adjacent_to_half_weights(W, n_heads): W's rows permuted, within each head, so that the
+    half-split layout gives the scores the adjacent layout gave with W."""
+    expect_callable(adjacent_to_half_weights, "adjacent_to_half_weights(W, n_heads)")
+    gen = torch.Generator().manual_seed(0)
+    for n_heads, d_k, d_in in ((1, 4, 3), (2, 8, 5), (3, 6, 7), (4, 2, 16)):
+        W_q = torch.randn(n_heads * d_k, d_in, dtype=torch.float64, generator=gen)
+        W_k = torch.randn(n_heads * d_k, d_in, dtype=torch.float64, generator=gen)
+        before = W_q.clone()
+        got_q = adjacent_to_half_weights(W_q, n_heads)
+        expect(isinstance(got_q, torch.Tensor), f"expected a tensor, got {type(got_q).__name__}")
+        expect(torch.equal(W_q, before), "your function changed W in place")
+        expect(tuple(got_q.shape) == tuple(W_q.shape),
+               f"W has shape {tuple(W_q.shape)} (out, in); the result must have the same shape, "
+               f"got {tuple(got_q.shape)}")
+        got_q = got_q.to(torch.float64)
+        for r in range(W_q.shape[0]):          # the intermediate: which row went where
+            same = [j for j in range(W_q.shape[0]) if torch.equal(got_q[r], W_q[j])]
+            expect(len(same) == 1, f"n_heads={n_heads}, d_k={d_k}: row {r} of your result is not "
+                   f"a row of W (permute whole rows of the (out, in) weight)")
+            expect(same[0] // d_k == r // d_k, f"n_heads={n_heads}, d_k={d_k}: row {r} (head "
+                   f"{r // d_k}) came from row {same[0]}, which belongs to head {same[0] // d_k}; "
+                   f"rows must stay inside their head")
+        got_k = adjacent_to_half_weights(W_k, n_heads).to(torch.float64)
+        x = torch.randn(9, d_in, dtype=torch.float64, generator=gen)
+        pos = torch.arange(9)
+        want = (_rope_reference(_heads(x @ W_q.T, n_heads), pos, "adjacent")
+                @ _rope_reference(_heads(x @ W_k.T, n_heads), pos, "adjacent").transpose(-1, -2))
+        have = (_rope_reference(_heads(x @ got_q.T, n_heads), pos, "half")
+                @ _rope_reference(_heads(x @ got_k.T, n_heads), pos, "half").transpose(-1, -2))
+        err = (have - want).abs().max().item()
+        expect(err < 1e-9, f"n_heads={n_heads}, d_k={d_k}: half-split scores with your weights "
+               f"differ from the adjacent-layout scores by up to {err:.3g}")
+    return "per head, rows (0, 2, 4, …, 1, 3, 5, …): the same scores in the other layout"
+
+
+def _refused(*args, **kwargs):
+    raise PermissionError("__refused__")
+
+
+class _Forbid:
+    """For one call, the functions given fail the check when called, however the answer reached
+    them (P.apply_rope, an alias, or a name imported before the check): their code objects are
+    swapped for one that raises, and restored afterwards."""
+
+    def __init__(self, functions, exercise_name):
+        self.functions, self.exercise_name = functions, exercise_name
+
+    def __enter__(self):
+        self.saved = [f.__code__ for f in self.functions]
+        for f in self.functions:
+            f.__code__ = _refused.__code__
+
+    def __exit__(self, kind, error, traceback):
+        for f, code in zip(self.functions, self.saved):
+            f.__code__ = code
+        if kind is PermissionError and str(error) == "__refused__":
+            names = " or ".join(f"mathref.positions.{f.__name__}" for f in self.functions)
+            raise CheckFailure(f"{self.exercise_name} must compute the rotation itself; it called "
+                               f"{names}, which this exercise does not allow")
+        return False
+
+
+@exercise("ch12-rope-half")
+def check_ch12_rope_half(rope_half_split):
+    """rope_half_split(x, positions, base): RoPE on [B, H, T, d] with half-split pairs, by +m·θ_i,
+    without mathref.positions.apply_rope or rope_cache."""
+    expect_callable(rope_half_split, "rope_half_split(x, positions, base)")
+
+    def call(x, positions, base=10000.0):
+        with _Forbid((mathref.positions.apply_rope, mathref.positions.rope_cache), "rope_half_split"):
+            out = rope_half_split(x, positions, base)
+        expect(isinstance(out, torch.Tensor), f"expected a tensor, got {type(out).__name__}")
+        expect(tuple(out.shape) == tuple(x.shape), f"for x of shape {tuple(x.shape)} the "
+               f"result must have the same shape, got {tuple(out.shape)}")
+        return out.to(torch.float64)
+
+    d = 8
+    theta = [10000.0 ** (-2 * i / d) for i in range(d // 2)]
+    # intermediates: one basis vector at one position shows the pairing, the sign and θ_i
+    for i in range(d // 2):
+        for m in (0, 1, 5):
+            for first in (True, False):
+                x = torch.zeros(1, 1, 1, d, dtype=torch.float64)
+                x[..., i if first else i + d // 2] = 1.0
+                got = call(x, torch.tensor([m]))[0, 0, 0]
+                c, s = math.cos(m * theta[i]), math.sin(m * theta[i])
+                want = torch.zeros(d, dtype=torch.float64)
+                want[i], want[i + d // 2] = (c, s) if first else (-s, c)
+                err = (got - want).abs().max().item()
+                expect(err < 1e-9, f"x = e_{i if first else i + d // 2} (d = {d}) at position {m}: "
+                       f"expected {[round(v, 4) for v in want.tolist()]}, got "
+                       f"{[round(v, 4) for v in got.tolist()]} (pair i is (x_i, x_(i+d/2)), "
+                       f"turned by +m·θ_i with θ_i = 10000^(−2i/d))")
+    gen = torch.Generator().manual_seed(1)
+    for shape, positions, base in (((2, 3, 5, 8), torch.arange(5), 10000.0),
+                                   ((1, 2, 4, 16), torch.tensor([7, 3, 100, 1000]), 10000.0),
+                                   ((2, 1, 3, 6), torch.tensor([0, 2, 4]), 500.0)):
+        x = torch.randn(*shape, dtype=torch.float64, generator=gen)
+        before = x.clone()
+        got = call(x, positions, base)
+        expect(torch.equal(x, before), "your function changed x in place")
+        want = _rope_reference(x, positions, "half", base)
+        err = (got - want).abs().max().item()
+        expect(err < 1e-9, f"x of shape {shape}, positions {positions.tolist()}, base {base}: "
+               f"largest difference from RoPE is {err:.3g}")
+    x32 = torch.randn(1, 2, 3, 4, generator=gen)
+    out32 = rope_half_split(x32, torch.arange(3), 10000.0)
+    expect(out32.dtype == torch.float32, f"a float32 input must give a float32 result, got {out32.dtype}")
+    # the relative property, measured on the student's own function
+    q, k = (torch.randn(1, 1, 1, 16, dtype=torch.float64, generator=gen) for _ in range(2))
+    score = lambda m, n: (call(q, torch.tensor([m])) * call(k, torch.tensor([n]))).sum().item()
+    for m, n, shift in ((0, 3, 50), (9, 2, 1000)):
+        expect_close(score(m + shift, n + shift), score(m, n), f"score of q at {m + shift} and k at "
+                     f"{n + shift} (should equal the score at {m} and {n}: only n − m matters)",
+                     rtol=1e-9, atol=1e-9)
+    return "⟨R_m q, R_n k⟩ depends only on n − m, pairs (x_i, x_(i+d/2)) turned by +m·θ_i"

@@ -10,7 +10,7 @@ from torch import nn
 from mathref.checks.core import exercise, expect, expect_callable
 
 __all__ = ["check_ch13_shift_right", "check_ch13_swiglu_width", "check_ch13_decoder_params",
-           "check_ch13_pre_norm_block"]
+           "check_ch13_pre_norm_block", "check_ch13_cross_attention"]
 
 
 @exercise("ch13-shift-right")
@@ -80,3 +80,46 @@ def check_ch13_pre_norm_block(pre_norm_block):
         err = (got - want).abs().max().item()
         expect(err < 1e-10, f"largest difference from the pre-norm block is {err:.3g}")
     return "x + Attn(Norm₁(x)), then x + FFN(Norm₂(x))"
+
+
+@exercise("ch13-cross-attention")
+def check_ch13_cross_attention(cross_attention):
+    """cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed) → (out, weights),
+    compared with torch's nn.MultiheadAttention (no biases, key_padding_mask = ~src_allowed)."""
+    expect_callable(cross_attention, "cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, "
+                                     "src_allowed)")
+    gen = torch.Generator().manual_seed(0)
+    for B, T, S, d, H in ((1, 3, 5, 4, 1), (2, 4, 6, 8, 2), (3, 5, 4, 12, 4), (2, 6, 7, 16, 4)):
+        y = torch.randn(B, T, d, dtype=torch.float64, generator=gen)
+        memory = torch.randn(B, S, d, dtype=torch.float64, generator=gen)
+        W = [torch.randn(d, d, dtype=torch.float64, generator=gen) / d ** 0.5 for _ in range(4)]
+        lengths = torch.tensor([S - (b % 3) for b in range(B)])
+        allowed = torch.arange(S) < lengths[:, None]
+        torch_mha = nn.MultiheadAttention(d, H, bias=False, batch_first=True).double()
+        with torch.no_grad():
+            torch_mha.in_proj_weight.copy_(torch.cat([W[0].T, W[1].T, W[2].T]))
+            torch_mha.out_proj.weight.copy_(W[3].T)
+            want_out, want_w = torch_mha(y, memory, memory, key_padding_mask=~allowed,
+                                         need_weights=True, average_attn_weights=False)
+        got = cross_attention(y, memory, *W, H, allowed)
+        expect(isinstance(got, (tuple, list)) and len(got) == 2,
+               "return the pair (out, weights)")
+        out, weights = (torch.as_tensor(t).detach().to(torch.float64) for t in got)
+        case = f"B={B}, T={T}, S={S}, d={d}, H={H}"
+        expect(tuple(weights.shape) == (B, H, T, S), f"{case}: weights must have shape "
+               f"{(B, H, T, S)} = [B, H, T, S], got {tuple(weights.shape)}")
+        blocked = (~allowed)[:, None, None, :].expand_as(weights)
+        expect(bool((weights[blocked] == 0).all()), f"{case}: padding keys must get weight 0")
+        row_sums = weights.sum(-1)
+        expect(bool(((row_sums - 1).abs() < 1e-9).all()), f"{case}: each query's weights must sum "
+               f"to 1 over the source positions (got sums from {row_sums.min().item():.4g} to "
+               f"{row_sums.max().item():.4g})")
+        err_w = (weights - want_w).abs().max().item()
+        expect(err_w < 1e-9, f"{case}: attention weights differ from nn.MultiheadAttention's by "
+               f"up to {err_w:.3g} (check the scale 1/√d_k, the head split and the mask)")
+        expect(tuple(out.shape) == (B, T, d), f"{case}: out must have shape {(B, T, d)}, got "
+               f"{tuple(out.shape)}")
+        err = (out - want_out).abs().max().item()
+        expect(err < 1e-9, f"{case}: the weights are right but the output differs by up to "
+               f"{err:.3g} (values from the memory, heads concatenated, then W_o)")
+    return "Q from the decoder, K and V from the memory, T × S weights, padding masked"

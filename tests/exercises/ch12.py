@@ -21,18 +21,53 @@ def pe_alternate_over_positions(p, j, d):
     return math.sin(angle) if p % 2 == 0 else math.cos(angle)
 
 
-def rope_minus_theta(x1, x2, m, theta):
-    a = m * theta
-    return x1 * math.cos(a) + x2 * math.sin(a), -x1 * math.sin(a) + x2 * math.cos(a)
+def to_half_whole_matrix(W, n_heads):
+    d = W.shape[0]                                   # permutes across heads
+    return W[torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])]
 
 
-def rope_forgets_m(x1, x2, m, theta):
-    return x1 * math.cos(theta) - x2 * math.sin(theta), x1 * math.sin(theta) + x2 * math.cos(theta)
+def to_half_inverse(W, n_heads):
+    d_k = W.shape[0] // n_heads                      # the inverse permutation (half → adjacent)
+    within = torch.cat([torch.arange(0, d_k, 2), torch.arange(1, d_k, 2)]).argsort()
+    return W[torch.cat([h * d_k + within for h in range(n_heads)])]
 
 
-def rope_swapped(x1, x2, m, theta):
-    a = m * theta
-    return x1 * math.sin(a) + x2 * math.cos(a), x1 * math.cos(a) - x2 * math.sin(a)
+def to_half_columns(W, n_heads):
+    d_in = W.shape[1]                                # permutes the input dimension instead
+    return W[:, torch.cat([torch.arange(0, d_in, 2), torch.arange(1, d_in, 2)])]
+
+
+def _rope(x, positions, base=10000.0, sign=1.0, exponent=2.0, layout="half"):
+    d = x.shape[-1]
+    theta = base ** (-exponent * torch.arange(d // 2, dtype=torch.float64) / d)
+    angle = sign * positions.to(torch.float64)[:, None] * theta
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    if layout == "half":
+        x1, x2 = x[..., : d // 2], x[..., d // 2:]
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+
+
+def rope_adjacent_pairs(x, positions, base=10000.0):
+    return _rope(x, positions, base, layout="adjacent")
+
+
+def rope_minus_theta(x, positions, base=10000.0):
+    return _rope(x, positions, base, sign=-1.0)
+
+
+def rope_exponent_i_over_d(x, positions, base=10000.0):
+    return _rope(x, positions, base, exponent=1.0)
+
+
+def rope_ignores_positions(x, positions, base=10000.0):
+    return _rope(x, torch.arange(x.shape[-2]), base)
+
+
+def rope_calls_mathref(x, positions, base=10000.0):
+    from mathref.positions import apply_rope
+    return apply_rope(x, positions, base)
 
 
 def alibi_positive(slope, T):
@@ -53,8 +88,8 @@ def alibi_transposed(slope, T):
 
 WRONG_ANSWERS = {
     "ch12-sinusoidal-entry": [pe_cos_own_exponent, pe_exponent_j, pe_alternate_over_positions],
-    "ch12-rope-pair": [rope_minus_theta, rope_forgets_m, rope_swapped],
+    "ch12-adjacent-to-half": [to_half_whole_matrix, to_half_inverse, to_half_columns],
+    "ch12-rope-half": [rope_adjacent_pairs, rope_minus_theta, rope_exponent_i_over_d,
+                       rope_ignores_positions, rope_calls_mathref],
     "ch12-alibi-matrix": [alibi_positive, alibi_no_mask, alibi_transposed],
-    "ch12-ntk-base": [lambda base, s, d: base * s, lambda base, s, d: base * s ** ((d - 2) / d),
-                      lambda base, s, d: base * s ** (2 / d)],
 }
