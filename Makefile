@@ -22,7 +22,7 @@ export MATHREF_DATA
 NBVAL := $(PY) -m pytest -p tests.nbval_conftest --nbval --nbval-current-env \
          --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 600 -q
 
-.PHONY: venv book browser test unit nbval nbval-perturbed times outputs student grade bench mutants clean
+.PHONY: venv nbgrader-venv book browser test unit nbval nbval-perturbed times outputs student grade bench mutants clean
 
 # Browser-side assets, so the built book reads offline: MathJax 3 (equations) and the
 # ipywidgets embed manager with RequireJS (widget snapshots). Fetched with npm from its
@@ -69,7 +69,7 @@ book: venv $(VENDOR_STAMP)
 	$(JB) build . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-unit: venv
+unit: venv nbgrader-venv
 	$(PY) -m pytest -n 2 -q tests --ignore=tests/test_browser.py
 
 # The built book in headless Chromium (tests/test_browser.py): run after `make book`.
@@ -130,11 +130,24 @@ mutants: venv
 student: venv
 	$(PY) -m mathref.student notebooks student
 
-# Grade submitted student notebooks: make grade SUBMISSIONS=folder-of-<student>.ipynb
+# Grade submitted student notebooks against the notebook handed out:
+# make grade SUBMISSIONS=folder-of-<student>.ipynb ASSIGNMENT=notebooks/06_optimizers.ipynb
 # (GRADE_OPTS="--timeout 300 --jobs 2" for more); writes grades.csv and grades_report.txt.
 grade: venv
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir [GRADE_OPTS=...]"; exit 2; }
-	$(PY) -m mathref.grade $(SUBMISSIONS) --out grades.csv --report grades_report.txt $(GRADE_OPTS)
+	@test -n "$(SUBMISSIONS)" -a -n "$(ASSIGNMENT)" || { echo "usage: make grade SUBMISSIONS=dir ASSIGNMENT=notebook [GRADE_OPTS=...]"; exit 2; }
+	$(PY) -m mathref.grade $(SUBMISSIONS) --assignment $(ASSIGNMENT) --out grades.csv --report grades_report.txt $(GRADE_OPTS)
+
+# nbgrader in its own git-ignored environment (it would move the main environment's pins):
+# make -o venv nbgrader-venv. tests/test_nbgrader.py uses it and fails, saying so, without it.
+NBGRADER_VERSION := 0.9.6
+NBGRADER_VENV := .venv-nbgrader
+NBGRADER_STAMP := $(NBGRADER_VENV)/.installed-nbgrader-$(NBGRADER_VERSION)
+nbgrader-venv: $(NBGRADER_STAMP)
+$(NBGRADER_STAMP):
+	@set -e; rm -rf $(NBGRADER_VENV); $(PYTHON) -m venv $(NBGRADER_VENV); \
+	$(NBGRADER_VENV)/bin/python -m pip install --quiet --upgrade pip; \
+	$(NBGRADER_VENV)/bin/python -m pip install --quiet nbgrader==$(NBGRADER_VERSION); \
+	$(NBGRADER_VENV)/bin/nbgrader --version; touch $@
 
 bench: venv
 	@for b in benchmarks/*.py; do [ -e "$$b" ] && $(PY) "$$b"; done; true

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-__all__ = ["strip_solution_source", "make_student_notebook", "main"]
+__all__ = ["strip_solution_source", "make_student_notebook", "nbgrader_notebook", "main"]
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 _SOLUTION_START = re.compile(r"\{solution-start\}\s*(\S+)")
@@ -42,8 +42,9 @@ def strip_solution_source(source):
     return "\n".join(out)
 
 
-def make_student_notebook(nb):
-    """Return a copy of notebook ``nb`` with solutions removed and outputs cleared."""
+def make_student_notebook(nb, strip_code=True):
+    """Return a copy of notebook ``nb`` with solutions removed and outputs cleared
+    (``strip_code=False`` keeps the code solutions, markers included, for nbgrader)."""
     nb = nbformat.from_dict(nb)
     cells = []
     in_solution = False
@@ -64,7 +65,8 @@ def make_student_notebook(nb):
             if "solution" in cell.metadata.get("tags", []):
                 if BEGIN not in src:
                     raise ValueError(f"a cell tagged 'solution' has no {BEGIN!r} marker:\n{src}")
-                cell.source = strip_solution_source(src)
+                if strip_code:
+                    cell.source = strip_solution_source(src)
             cell.outputs = []
             cell.execution_count = None
             cells.append(cell)
@@ -72,6 +74,29 @@ def make_student_notebook(nb):
             cells.append(cell)
     nb.cells = cells
     nb.metadata.pop("widgets", None)
+    return nb
+
+
+_CHECK_CALL = re.compile(r"checks\.check_(\w+)\s*\(")
+
+
+def nbgrader_notebook(nb, points=1):
+    """A chapter as an nbgrader *source* notebook: the written solutions dropped (as in the
+    student version), every cell tagged ``solution`` an autograded answer cell
+    (``solution: true``), every check cell a locked autograder test worth ``points``, every
+    other cell locked. ``nbgrader generate_assignment`` then strips the code between the
+    BEGIN/END SOLUTION markers itself, and ``nbgrader autograde`` scores the check cells."""
+    nb = make_student_notebook(nb, strip_code=False)
+    for index, cell in enumerate(nb.cells):
+        meta = {"schema_version": 3, "grade": False, "solution": False, "locked": True,
+                "grade_id": f"cell-{index:03d}"}
+        tags = cell.metadata.get("tags", [])
+        check = _CHECK_CALL.search(cell.source) if cell.cell_type == "code" else None
+        if cell.cell_type == "code" and "solution" in tags:
+            meta.update(solution=True, locked=False)
+        elif check:
+            meta.update(grade=True, points=points, grade_id=check.group(1).replace("_", "-"))
+        cell.metadata["nbgrader"] = meta
     return nb
 
 

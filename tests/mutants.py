@@ -154,7 +154,9 @@ def run_suite(suite, mutant, tree):
         summary = (result.stdout + result.stderr).strip().splitlines()[-1:] or [""]
         # exit 1: tests failed; exit 2 with a failure count: -x stopped xdist after a failure
         if result.returncode == 1 or (result.returncode == 2 and " failed" in summary[0]):
-            return "caught"
+            failed = [line.split()[1] for line in result.stdout.splitlines()
+                      if line.startswith("FAILED ")]
+            return "caught" + (f" by {failed[0]}" if failed else "")
         if result.returncode != 0:
             return "error: " + summary[0]
     return "missed"
@@ -187,11 +189,12 @@ def main(argv=None):
             else:
                 verdicts = {}
                 for suite in suites:
-                    if args.first and "caught" in verdicts.values():
+                    if args.first and any(v.startswith("caught") for v in verdicts.values()):
                         verdicts[suite] = "-"
                         continue
                     verdicts[suite] = run_suite(suite, mutant, tree)
-                status = "caught" if "caught" in verdicts.values() else "SURVIVOR"
+                status = ("caught" if any(v.startswith("caught") for v in verdicts.values())
+                          else "SURVIVOR")
         bad += status != "caught"
         rows.append((mutant.name, verdicts, status, time.time() - start))
         print(f"{mutant.name}: {status} {verdicts} ({time.time() - start:.0f} s)", flush=True)
@@ -201,8 +204,13 @@ def main(argv=None):
     print(f"{'mutant':{width}s}  " + "  ".join(f"{s:9s}" for s in suites) + "  verdict")
     print("-" * (width + 11 * len(suites) + 10))
     for name, verdicts, status, _ in rows:
-        print(f"{name:{width}s}  " + "  ".join(f"{verdicts[s][:9]:9s}" for s in suites)
+        print(f"{name:{width}s}  " + "  ".join(f"{verdicts[s][:6]:9s}" for s in suites)
               + f"  {status}")
+    print()
+    for name, verdicts, _, _ in rows:   # the first failing test of each suite that caught it
+        for suite in suites:
+            if verdicts[suite].startswith("caught by "):
+                print(f"{name}: {suite} {verdicts[suite][len('caught by '):]}")
     print(f"{len(rows) - bad} of {len(rows)} mutants caught")
     return 1 if bad else 0
 

@@ -1,0 +1,407 @@
+"""The channel between the grader's checker and a student's worker process.
+
+Only data crosses it: every message is ``torch.save`` of nested tuples, lists, dicts, strings,
+numbers and tensors, read back with ``torch.load(weights_only=True)`` (never arbitrary pickle).
+Values are encoded with tags: plain data travels by value; any other object (a function, a
+graph node, a class instance) stays in the process that owns it and the other side gets a
+*handle*, a proxy that forwards calls, attribute reads, ``len``, iteration and indexing back to
+the owner. A handle sent back to its owner turns into the original object again, so identity
+(``order[-1] is root``) survives the trip.
+
+Both ends run the same :class:`Endpoint`; a call may call back into the caller (a checker's
+``lambda`` passed to the student's function) before its reply arrives.
+"""
+import io
+import math
+import os
+import select
+import struct
+import time
+import types
+
+import torch
+
+MAX_MESSAGE = 256 * 2 ** 20   # bytes: a reply larger than this is refused
+MAX_ITEMS = 1_000_000         # elements of one container, and of an iteration
+MAX_DEPTH = 64                # nesting of containers
+
+
+class ChannelClosed(BaseException):
+    """The other process ended (or broke the protocol). A BaseException, so that no checker's
+    ``except Exception`` can turn it into an ordinary verdict."""
+
+
+class ChannelTimeout(BaseException):
+    """The other process did not answer before the deadline."""
+
+
+class RemoteError(Exception):
+    """An exception raised on the other side; ``remote_type`` is its class name."""
+
+    remote_type = "Exception"
+
+
+_SAFE_BUILTIN_ERRORS = {cls.__name__: cls for cls in (
+    ValueError, TypeError, RuntimeError, IndexError, KeyError, AttributeError, NameError,
+    ZeroDivisionError, OverflowError, ArithmeticError, AssertionError, NotImplementedError,
+    RecursionError, LookupError, UnboundLocalError, StopIteration, MemoryError)}
+
+
+def remote_exception(type_name, message):
+    """An exception to raise locally for one raised on the other side. Built-in error types
+    are rebuilt as themselves (so ``NotImplementedError`` still means "not attempted"); any
+    other name, KeyboardInterrupt and SystemExit included, becomes an ordinary Exception with
+    that name, which no checker can mistake for a control-flow signal."""
+    type_name = "".join(ch for ch in str(type_name)[:80] if ch.isalnum() or ch == "_") or "Error"
+    message = str(message)[:2000]
+    if type_name == "CheckFailure":
+        from mathref.checks.core import CheckFailure
+        return CheckFailure(message)
+    if type_name in _SAFE_BUILTIN_ERRORS:
+        return _SAFE_BUILTIN_ERRORS[type_name](message)
+    cls = type(type_name, (RemoteError,), {"remote_type": type_name})
+    return cls(message)
+
+
+# ---------------------------------------------------------------------------------- framing
+
+def _read_exactly(fd, n, deadline):
+    chunks, got = [], 0
+    while got < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChannelTimeout()
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                raise ChannelTimeout()
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise ChannelClosed("the other process closed the channel")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(fd, deadline=None):
+    (size,) = struct.unpack("<Q", _read_exactly(fd, 8, deadline))
+    if size > MAX_MESSAGE:
+        raise ChannelClosed(f"a message of {size} bytes (more than {MAX_MESSAGE})")
+    data = _read_exactly(fd, size, deadline)
+    try:
+        return torch.load(io.BytesIO(data), weights_only=True)
+    except Exception as err:
+        raise ChannelClosed(f"an unreadable message ({type(err).__name__})") from None
+
+
+def write_message(fd, message):
+    buffer = io.BytesIO()
+    torch.save(message, buffer)
+    data = buffer.getvalue()
+    if len(data) > MAX_MESSAGE:
+        raise ValueError(f"the value is too large to send ({len(data)} bytes)")
+    view = memoryview(struct.pack("<Q", len(data)) + data)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        raise ChannelClosed("the other process closed the channel") from None
+
+
+# --------------------------------------------------------------------------------- encoding
+
+class Handle:
+    """A proxy for an object that lives in the other process."""
+
+    __slots__ = ("_endpoint", "_id", "_type", "_name", "__weakref__")
+
+    def __init__(self, endpoint, ident, type_name, name):
+        object.__setattr__(self, "_endpoint", endpoint)
+        object.__setattr__(self, "_id", ident)
+        object.__setattr__(self, "_type", type_name)
+        object.__setattr__(self, "_name", name)
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._endpoint.request("getattr", self._id, name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("objects of the other process cannot be modified from here")
+
+    def __len__(self):
+        return self._endpoint.request("len", self._id)
+
+    def __iter__(self):
+        return iter(self._endpoint.request("iter", self._id))
+
+    def __getitem__(self, key):
+        return self._endpoint.request("getitem", self._id, key)
+
+    def __repr__(self):
+        return f"<{self._type} {self._name}>" if self._name else f"<{self._type}>"
+
+
+class CallableHandle(Handle):
+    __slots__ = ()
+
+    def __call__(self, *args, **kwargs):
+        return self._endpoint.request("call", self._id, args, kwargs)
+
+    @property
+    def __name__(self):
+        return self._name or self._type
+
+
+def _is_numpy(value):
+    return type(value).__module__ == "numpy"
+
+
+class Endpoint:
+    """One end of the channel: reads from ``rfd``, writes to ``wfd``.
+
+    ``serve_private`` says whether the other side may read attributes starting with one
+    underscore of this side's objects (dunders never); ``deadline`` (a time.monotonic()
+    value or None) bounds every wait for the other side."""
+
+    def __init__(self, rfd, wfd, serve_private=True):
+        self.rfd, self.wfd = rfd, wfd
+        self.serve_private = serve_private
+        self.objects = {}        # id -> a local object the other side holds a handle to
+        self.handles = {}        # id -> Handle to an object of the other side
+        self.next_id = 1
+        self.deadline = None
+        self.context_out = None  # () -> dict sent with each call (rng state...)
+        self.context_in = None   # (dict) -> None, applied when a call arrives
+
+    # encoding
+    def encode(self, value, depth=0):
+        if depth > MAX_DEPTH:
+            raise ValueError("the value is nested too deeply to send")
+        if value is None or isinstance(value, (bool, int, str)):
+            if type(value) in (bool, int, str) or value is None:
+                return ("v", value)
+        if isinstance(value, float) and type(value) is float:
+            return ("v", value)
+        if isinstance(value, Handle) and value._endpoint is self:
+            return ("r", value._id)
+        if isinstance(value, torch.Tensor):
+            if value.is_sparse or value.device.type == "meta":
+                raise ValueError("sparse and meta tensors cannot be sent")
+            t = value.detach().to("cpu")
+            with torch.inference_mode(False):
+                t = t.clone() if not t.is_inference() else torch.empty_like(t).copy_(t)
+            return ("T", t, bool(value.requires_grad))
+        if isinstance(value, (int, float, complex)) and not isinstance(value, bool):
+            if isinstance(value, complex):
+                return ("c", value.real, value.imag)
+            return ("v", int(value) if isinstance(value, int) else float(value))
+        if _is_numpy(value):
+            import numpy as np
+            if isinstance(value, np.ndarray):
+                if value.dtype.kind in "biufc":
+                    return ("np", torch.from_numpy(np.ascontiguousarray(value)).clone())
+            elif isinstance(value, np.generic):
+                return self.encode(value.item(), depth + 1)
+        if isinstance(value, torch.Size):
+            return ("S", [int(x) for x in value])
+        if isinstance(value, torch.dtype):
+            return ("dt", str(value).replace("torch.", ""))
+        if isinstance(value, torch.device):
+            return ("dev", str(value))
+        if isinstance(value, slice):
+            return ("sl", self.encode(value.start, depth + 1), self.encode(value.stop, depth + 1),
+                    self.encode(value.step, depth + 1))
+        if type(value) in (list, tuple, set, frozenset):
+            if len(value) > MAX_ITEMS:
+                raise ValueError("a container too large to send")
+            tag = {list: "l", tuple: "t", set: "set", frozenset: "fset"}[type(value)]
+            return (tag, [self.encode(v, depth + 1) for v in value])
+        if type(value) is dict or (isinstance(value, dict) and type(value).__module__ == "collections"):
+            if len(value) > MAX_ITEMS:
+                raise ValueError("a container too large to send")
+            return ("d", [(self.encode(k, depth + 1), self.encode(v, depth + 1))
+                          for k, v in value.items()])
+        if type(value) is range:
+            return ("rg", value.start, value.stop, value.step)
+        ident = self.next_id
+        self.next_id += 1
+        self.objects[ident] = value
+        name = getattr(value, "__name__", "") if callable(value) else ""
+        return ("h", ident, bool(callable(value)), type(value).__name__[:60],
+                name if isinstance(name, str) else "")
+
+    def decode(self, item, depth=0):
+        if depth > MAX_DEPTH or not isinstance(item, tuple) or not item:
+            raise ChannelClosed("a malformed value")
+        tag = item[0]
+        if tag == "v":
+            value = item[1]
+            if value is None or type(value) in (bool, int, float, str):
+                return value
+        elif tag == "T" and isinstance(item[1], torch.Tensor):
+            t = item[1]
+            if item[2] and (t.is_floating_point() or t.is_complex()):
+                t = t.requires_grad_()
+            return t
+        elif tag == "c":
+            return complex(float(item[1]), float(item[2]))
+        elif tag == "np" and isinstance(item[1], torch.Tensor):
+            return item[1].numpy()
+        elif tag == "S":
+            return torch.Size([int(x) for x in item[1]])
+        elif tag == "dt":
+            dtype = getattr(torch, str(item[1]), None)
+            if isinstance(dtype, torch.dtype):
+                return dtype
+        elif tag == "dev":
+            return torch.device(str(item[1]))
+        elif tag == "sl":
+            return slice(*(self.decode(x, depth + 1) for x in item[1:4]))
+        elif tag in ("l", "t", "set", "fset") and isinstance(item[1], list):
+            values = [self.decode(x, depth + 1) for x in item[1]]
+            return {"l": list, "t": tuple, "set": set, "fset": frozenset}[tag](values)
+        elif tag == "d" and isinstance(item[1], list):
+            return {self.decode(k, depth + 1): self.decode(v, depth + 1) for k, v in item[1]}
+        elif tag == "rg":
+            return range(int(item[1]), int(item[2]), int(item[3]))
+        elif tag == "r":
+            if item[1] in self.objects:
+                return self.objects[item[1]]
+            raise ChannelClosed("a reference to an unknown object")
+        elif tag == "h" and len(item) == 5:
+            ident = int(item[1])
+            if ident not in self.handles:
+                cls = CallableHandle if item[2] else Handle
+                self.handles[ident] = cls(self, ident, str(item[3])[:60], str(item[4])[:60])
+            return self.handles[ident]
+        raise ChannelClosed(f"a malformed value (tag {str(tag)[:20]!r})")
+
+    # requests
+    def request(self, op, ident, *payload):
+        message = {"kind": "request", "op": op, "id": ident,
+                   "payload": [self.encode(p) for p in payload]}
+        if op == "call" and self.context_out is not None:
+            message["context"] = self.context_out()
+        write_message(self.wfd, message)
+        return self.wait_reply(payload if op == "call" else None)
+
+    def wait_reply(self, call_payload=None):
+        while True:
+            message = read_message(self.rfd, self.deadline)
+            if not isinstance(message, dict):
+                raise ChannelClosed("a malformed message")
+            kind = message.get("kind")
+            if kind == "request":
+                self.serve(message)
+                continue
+            if kind != "reply":
+                raise ChannelClosed("a malformed message")
+            if message.get("context") is not None and self.context_in is not None:
+                self.context_in(message["context"])
+            if call_payload is not None and message.get("args_after") is not None:
+                args, kwargs = call_payload
+                after_args, after_kwargs = self.decode(message["args_after"])
+                for old, new in zip(args, after_args):
+                    write_back(old, new)
+                for key, old in kwargs.items():
+                    if key in after_kwargs:
+                        write_back(old, after_kwargs[key])
+            if "error" in message:
+                type_name, text = message["error"]
+                raise remote_exception(type_name, text)
+            return self.decode(message["value"])
+
+    def serve(self, message):
+        """Answer one request of the other side about one of this side's objects."""
+        reply = {"kind": "reply"}
+        args_after = None
+        try:
+            op, ident = message.get("op"), message.get("id")
+            if ident not in self.objects:
+                raise LookupError("an unknown object")
+            target = self.objects[ident]
+            payload = [self.decode(p) for p in message.get("payload", [])]
+            if op == "call":
+                if self.context_in is not None and message.get("context") is not None:
+                    self.context_in(message["context"])
+                args, kwargs = payload
+                value = self.call_local(target, args, kwargs)
+                args_after = (args, kwargs)
+            elif op == "getattr":
+                name = str(payload[0])
+                if name.startswith("__") or (name.startswith("_") and not self.serve_private):
+                    raise AttributeError(f"{name} cannot be read from the other process")
+                value = getattr(target, name)
+                if isinstance(value, (types.ModuleType, type, types.BuiltinFunctionType)) \
+                        and not isinstance(getattr(value, "__self__", None), type(target)):
+                    raise AttributeError(f"{name} cannot be read from the other process")
+            elif op == "len":
+                value = len(target)
+            elif op == "iter":
+                value = []
+                for item in target:
+                    value.append(item)
+                    if len(value) > MAX_ITEMS:
+                        raise ValueError("an iteration too long to send")
+            elif op == "getitem":
+                value = target[payload[0]]
+            else:
+                raise ValueError(f"unknown request {op!r}")
+            reply["value"] = self.encode(value)
+            if args_after is not None:
+                try:
+                    reply["args_after"] = self.encode(args_after)
+                except Exception:
+                    pass
+        except (ChannelClosed, ChannelTimeout):
+            raise
+        except BaseException as err:  # noqa: B036 - a student's KeyboardInterrupt is an answer too
+            reply.pop("value", None)
+            reply["error"] = (type(err).__name__, str(err))
+        if self.context_out is not None:
+            reply["context"] = self.context_out()
+        write_message(self.wfd, reply)
+
+    def call_local(self, target, args, kwargs):
+        return target(*args, **kwargs)
+
+
+def write_back(old, new):
+    """Copy the other side's in-place changes of an argument into the local original."""
+    try:
+        if isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor):
+            if old.shape == new.shape and old.dtype == new.dtype:
+                if not torch.equal(old.detach(), new.detach()):
+                    with torch.no_grad():
+                        old.copy_(new)
+        elif type(old) is list and type(new) is list:
+            if len(old) == len(new):
+                for i, (a, b) in enumerate(zip(old, new)):
+                    if isinstance(a, (torch.Tensor, list, dict)) and type(a) is type(b):
+                        write_back(a, b)
+                    elif a is not b and not _same(a, b):
+                        old[i] = b
+            else:
+                old[:] = new
+        elif type(old) is dict and type(new) is dict:
+            for key in list(old):
+                if key not in new:
+                    del old[key]
+            for key, b in new.items():
+                a = old.get(key, None)
+                if key in old and isinstance(a, (torch.Tensor, list, dict)) and type(a) is type(b):
+                    write_back(a, b)
+                elif key not in old or not _same(a, b):
+                    old[key] = b
+    except Exception:
+        pass
+
+
+def _same(a, b):
+    try:
+        if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+            return True
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False
