@@ -134,3 +134,6 @@ WRONG_ANSWERS = {
     "ch05-lm-loss": [lm_loss_counts_padding, lm_loss_mean_of_sequence_means,
                      lm_loss_sum_per_sequence, lm_loss_no_ignore],
 }
+
+# answers that ask autograd: refused by the "without autograd" wrapper (tests/test_exercises_without_autograd.py)
+AUTOGRAD_CHEATS = {"ch05-ce-gradient": [grad_by_autograd]}

@@ -127,3 +127,6 @@ WRONG_ANSWERS = {
                                  bnb_layer_norm_axis, bnb_unbiased_variance, bnb_dgamma_without_xhat,
                                  bnb_by_autograd],
 }
+
+# answers that ask autograd: refused by the "without autograd" wrapper (tests/test_exercises_without_autograd.py)
+AUTOGRAD_CHEATS = {"ch08-batch-norm-backward": [bnb_by_autograd]}
