@@ -4,7 +4,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from mathref.checks.core import as_tensor, exercise, expect, expect_callable, expect_close
+from mathref.checks.core import (as_tensor, exercise, expect, expect_callable, expect_close,
+                                 without_autograd)
 
 __all__ = ["check_ch05_logsumexp", "check_ch05_perplexity", "check_ch05_ce_gradient",
            "check_ch05_bits_per_byte", "check_ch05_lm_loss"]
@@ -46,22 +47,36 @@ def check_ch05_perplexity(perplexity_from_nlls):
 
 @exercise("ch05-ce-gradient")
 def check_ch05_ce_gradient(ce_gradient):
-    """ce_gradient(logits, targets): ∂/∂logits of the mean cross-entropy, shape (N, V)."""
-    expect_callable(ce_gradient, "ce_gradient(logits, targets)")
+    """ce_gradient(logits, targets, label_smoothing=0.0, ignore_index=-100): ∂/∂logits of
+    F.cross_entropy with the same options, computed without autograd."""
+    expect_callable(ce_gradient, "ce_gradient(logits, targets, label_smoothing, ignore_index)")
+    by_hand = without_autograd(ce_gradient)
     gen = torch.Generator().manual_seed(3)
-    for N, V in ((1, 4), (5, 3), (8, 10)):
+    cases = [(1, 4, 0.0, 0), (5, 3, 0.0, 0), (8, 10, 0.0, 0),     # plain mean cross-entropy
+             (6, 5, 0.1, 0), (7, 4, 0.3, 0),                      # label smoothing
+             (9, 6, 0.0, 3), (10, 5, 0.2, 4)]                     # ignored rows (± smoothing)
+    for N, V, eps, n_ignored in cases:
         logits = 2 * torch.randn(N, V, generator=gen, dtype=torch.float64)
         targets = torch.randint(0, V, (N,), generator=gen)
+        ignore_index = -100 if N % 2 else V + 1                   # the default and another id
+        targets[torch.randperm(N, generator=gen)[:n_ignored]] = ignore_index
         z = logits.clone().requires_grad_(True)
-        F.cross_entropy(z, targets).backward()
-        got = as_tensor(ce_gradient(logits.clone(), targets.clone()), "ce_gradient")
+        F.cross_entropy(z, targets, label_smoothing=eps, ignore_index=ignore_index).backward()
+        got = as_tensor(by_hand(logits.clone(), targets.clone(), eps, ignore_index), "ce_gradient")
+        where = (f"N={N}, V={V}, label_smoothing={eps}, {n_ignored} rows with target "
+                 f"ignore_index={ignore_index}")
         expect(tuple(got.shape) == (N, V),
-               f"for logits of shape {(N, V)} expected a gradient of shape {(N, V)}, got "
-               f"{tuple(got.shape)}")
+               f"{where}: expected a gradient of shape {(N, V)}, got {tuple(got.shape)}")
+        if n_ignored:
+            ignored = targets == ignore_index
+            expect(bool((got[ignored] == 0).all()),
+                   f"{where}: the rows of ignored targets must get a zero gradient")
+            expect(got.sum().abs().item() < 1e-10, f"{where}: every row of the gradient sums to 0")
         err = (got - z.grad).abs().max().item()
-        expect(err < 1e-10, f"N={N}, V={V}: max |yours − autograd| = {err:.3g} (expected the "
-                            "gradient of the *mean* loss over the N rows)")
-    return "(softmax(z) − onehot(y)) / N, as autograd computes"
+        expect(err < 1e-10, f"{where}: max |yours − autograd| = {err:.3g} (the gradient of one row "
+                            "is p − q with the smoothed target q, divided by the number of rows "
+                            "that are not ignored)")
+    return "(softmax(z) − q) / #real rows, q = (1 − ε)·onehot(y) + ε/V, zero on ignored rows"
 
 
 @exercise("ch05-bits-per-byte")

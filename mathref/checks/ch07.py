@@ -1,37 +1,83 @@
 """Checkers for chapter 7: initialization, vanishing gradients, dropout, residuals."""
 import math
 
+import numpy as np
 import torch
 
 from mathref.checks.core import exercise, expect, expect_callable, expect_close
 
-__all__ = ["check_ch07_he_std", "check_ch07_sigmoid_depth", "check_ch07_inverted_dropout",
-           "check_ch07_residual_backward"]
+__all__ = ["check_ch07_leaky_relu_init", "check_ch07_tanh_fixed_point",
+           "check_ch07_inverted_dropout", "check_ch07_residual_backward"]
 
 
-@exercise("ch07-he-std")
-def check_ch07_he_std(he_std):
-    """he_std(fan_in): the He standard deviation √(2 / fan_in) for ReLU layers."""
-    expect_callable(he_std, "he_std(fan_in)")
-    for fan_in in (1, 2, 64, 256, 3 * 3 * 64, 4096):
-        expect_close(he_std(fan_in), math.sqrt(2.0 / fan_in), f"he_std({fan_in})", rtol=1e-9)
-    return "Var(w) = 2/n_in keeps E[h²] constant through ReLU layers"
+def _tanh_second_moment(q, nodes=200):
+    """E[tanh(z)²] for z ~ N(0, q), by Gauss–Hermite quadrature (probabilists' weights)."""
+    z, w = np.polynomial.hermite_e.hermegauss(nodes)
+    return float(np.sum(w * np.tanh(math.sqrt(q) * z) ** 2) / math.sqrt(2 * math.pi))
 
 
-@exercise("ch07-sigmoid-depth")
-def check_ch07_sigmoid_depth(layers_until_below):
-    """layers_until_below(threshold): the smallest n ≥ 0 with 0.25**n ≤ threshold."""
-    expect_callable(layers_until_below, "layers_until_below(threshold)")
-    for threshold in (2.0, 1.0, 0.5, 0.25, 0.2, 0.1, 0.0625, 1e-3, 1e-6, 1e-10, 3e-20):
-        n = 0
-        while 0.25 ** n > threshold:
-            n += 1
-        got = layers_until_below(threshold)
-        expect(isinstance(got, int) or (isinstance(got, float) and got.is_integer()),
-               f"threshold {threshold:g}: expected a whole number of layers, got {got!r}")
-        expect(got == n, f"threshold {threshold:g}: expected {n} layers "
-                         f"(0.25^{n} = {0.25 ** n:.3g}), got {got}")
-    return "0.25ⁿ falls below 10⁻⁶ after only 10 sigmoid layers"
+def _tanh_fixed_point(gain):
+    """The q* > 0 with q* = gain² E[tanh(z)²], z ~ N(0, q*), by bisection; 0 when gain ≤ 1."""
+    if gain <= 1:
+        return 0.0
+    lo, hi = 1e-12, gain ** 2            # f(q) = gain² E[tanh²] − q: positive at lo, negative at hi
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if gain ** 2 * _tanh_second_moment(mid) > mid else (lo, mid)
+    return (lo + hi) / 2
+
+
+@exercise("ch07-leaky-relu-init")
+def check_ch07_leaky_relu_init(leaky_relu_std):
+    """leaky_relu_std(fan_in, negative_slope): √(2 / ((1 + a²) fan_in)), the std that keeps the
+    second moment of the pre-activations constant through leaky-ReLU layers."""
+    expect_callable(leaky_relu_std, "leaky_relu_std(fan_in, negative_slope)")
+    for fan_in, a in ((64, 0.0), (256, 0.01), (256, 0.2), (1000, 0.5), (576, 1.0), (10, 0.3)):
+        gain = torch.nn.init.calculate_gain("leaky_relu", a)          # PyTorch's own gain
+        want = gain / math.sqrt(fan_in)
+        got = leaky_relu_std(fan_in, a)
+        expect(isinstance(got, (int, float)) or (isinstance(got, torch.Tensor) and got.numel() == 1),
+               f"leaky_relu_std({fan_in}, {a}): expected a number, got {type(got).__name__}")
+        got = float(got)
+        hint = ""
+        if abs(got - want ** 2) < 1e-12 * max(1.0, want ** 2):
+            hint = " (that is the variance; return the standard deviation)"
+        elif abs(got - math.sqrt(2 / fan_in)) < 1e-12 and a > 0:
+            hint = " (that is He's ReLU value: the negative half is not zeroed any more)"
+        expect_close(got, want, f"leaky_relu_std({fan_in}, negative_slope={a}){hint}", rtol=1e-9)
+    # the derivation's claim, measured: 20 layers of width 512 keep E[z²] near its start
+    gen = torch.Generator().manual_seed(7)
+    a, width = 0.2, 512
+    std = float(leaky_relu_std(width, a))
+    z = torch.randn(128, width, generator=gen, dtype=torch.float64)
+    for _ in range(20):
+        h = torch.where(z > 0, z, a * z)
+        z = h @ (std * torch.randn(width, width, generator=gen, dtype=torch.float64))
+    second = z.pow(2).mean().item()
+    expect(0.5 < second < 2.0, f"after 20 leaky-ReLU layers (a = {a}) with your std, E[z²] = "
+                               f"{second:.3g} instead of staying near 1")
+    return "E[leaky(z)²] = (1 + a²)/2 · E[z²], so Var(w) = 2/((1 + a²) n_in)"
+
+
+@exercise("ch07-tanh-fixed-point")
+def check_ch07_tanh_fixed_point(tanh_fixed_point):
+    """tanh_fixed_point(gain): the fixed point q* of q ← gain² E[tanh(z)²], z ~ N(0, q)."""
+    expect_callable(tanh_fixed_point, "tanh_fixed_point(gain)")
+    for gain in (0.8, 1.0):
+        got = float(tanh_fixed_point(gain))
+        expect(abs(got) < 2e-3, f"tanh_fixed_point({gain}): for a gain ≤ 1 the only fixed point is "
+                                f"q* = 0 (the signal dies out), got {got:.4g}")
+    for gain in (1.1, 1.5, 5 / 3, 2.0, 4.0):
+        want = _tanh_fixed_point(gain)
+        got = float(tanh_fixed_point(gain))
+        hint = ""
+        if abs(got - (gain ** 2 - 1) / (2 * gain ** 2)) < 1e-3 * want:
+            hint = " (that is the small-q expansion tanh(z)² ≈ z² − 2z⁴/3, valid only for gains near 1)"
+        expect_close(got, want, f"tanh_fixed_point({gain:.4g}){hint}", rtol=2e-3)
+        residual = gain ** 2 * _tanh_second_moment(got) - got
+        expect(abs(residual) < 2e-3 * want, f"tanh_fixed_point({gain:.4g}) = {got:.4g} is not a "
+                                            f"fixed point: gain²·E[tanh²] − q = {residual:.3g}")
+    return "q* = gain²·E[tanh(z)²] with z ~ N(0, q*): 0 for gain ≤ 1, positive above"
 
 
 @exercise("ch07-inverted-dropout")

@@ -1,4 +1,4 @@
-"""Checkers for chapter 8: BatchNorm, LayerNorm, RMSNorm and the LayerNorm backward pass.
+"""Checkers for chapter 8: BatchNorm, LayerNorm, RMSNorm and the BatchNorm backward pass.
 
 Every expected value comes from PyTorch itself (``F.layer_norm``, ``F.rms_norm``,
 ``Tensor.var`` with ``unbiased=True``, autograd), in float64.
@@ -6,12 +6,21 @@ Every expected value comes from PyTorch itself (``F.layer_norm``, ``F.rms_norm``
 import torch
 import torch.nn.functional as F
 
-from mathref.checks.core import exercise, expect, expect_callable, expect_tensor_close
+from mathref.checks.core import (exercise, expect, expect_callable, expect_tensor_close,
+                                 without_autograd)
 
 __all__ = ["check_ch08_layer_norm", "check_ch08_rms_norm", "check_ch08_running_stats",
-           "check_ch08_layer_norm_backward"]
+           "check_ch08_batch_norm_backward"]
 
 F64 = torch.float64
+
+
+def _rms_norm_oracle(x, shape, weight, eps):
+    """PyTorch's F.rms_norm (torch >= 2.4), or its defining formula on an older torch."""
+    if hasattr(F, "rms_norm"):
+        return F.rms_norm(x, shape, weight, eps=eps)
+    y = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y if weight is None else y * weight
 
 
 def _expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10):
@@ -55,12 +64,12 @@ def check_ch08_rms_norm(rms_norm_rows):
     expect_callable(rms_norm_rows, "rms_norm_rows(x, gamma, eps)")
     x = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1e-3, -2e-3, 0.0, 1e-3], [1.0, 2.0, 3.0, 4.0]], dtype=F64)
     gamma = torch.tensor([1.0, 2.0, 0.5, -1.0], dtype=F64)
-    _expect_tensor_close(rms_norm_rows(x, gamma, 1e-5), F.rms_norm(x, (4,), gamma, eps=1e-5),
+    _expect_tensor_close(rms_norm_rows(x, gamma, 1e-5), _rms_norm_oracle(x, (4,), gamma, 1e-5),
                          "a zero token, a tiny token and [1, 2, 3, 4] with d = 4")
     for seed in (0, 1):
         x, gamma, _ = _inputs(seed)
         _expect_tensor_close(rms_norm_rows(x.clone(), gamma, 1e-5),
-                             F.rms_norm(x, (3,), gamma, eps=1e-5),
+                             _rms_norm_oracle(x, (3,), gamma, 1e-5),
                              f"tokens of shape {tuple(x.shape)}, eps=1e-5")
     return "γ ⊙ x/√(mean(x²) + ε): divides by ‖x‖/√d, safe at x = 0"
 
@@ -86,19 +95,28 @@ def check_ch08_running_stats(update_running_stats):
     return "EMA with weight momentum on the new batch, unbiased variance"
 
 
-@exercise("ch08-layer-norm-backward")
-def check_ch08_layer_norm_backward(layer_norm_backward):
-    """layer_norm_backward(dy, x, gamma, eps=1e-5): ∂L/∂x for y = LayerNorm(x) over the last
-    axis, given the upstream gradient dy = ∂L/∂y."""
-    expect_callable(layer_norm_backward, "layer_norm_backward(dy, x, gamma, eps)")
-    for seed, shape in ((0, (4, 5)), (1, (2, 3, 8)), (2, (3, 2))):
+@exercise("ch08-batch-norm-backward")
+def check_ch08_batch_norm_backward(batch_norm_backward):
+    """batch_norm_backward(dy, x, gamma, eps=1e-5): (∂L/∂x, ∂L/∂γ, ∂L/∂β) of training-mode
+    BatchNorm of x of shape (n, C), without autograd."""
+    expect_callable(batch_norm_backward, "batch_norm_backward(dy, x, gamma, eps)")
+    by_hand = without_autograd(batch_norm_backward)
+    for seed, (n, C) in ((0, (2, 3)), (1, (5, 1)), (2, (16, 7)), (3, (8, 4))):
         gen = torch.Generator().manual_seed(seed)
-        d = shape[-1]
-        x = (1.0 + 2.0 * torch.randn(*shape, generator=gen, dtype=F64)).requires_grad_()
-        gamma = torch.randn(d, generator=gen, dtype=F64)
-        dy = torch.randn(*shape, generator=gen, dtype=F64)
-        (F.layer_norm(x, (d,), gamma, None, eps=1e-5) * dy).sum().backward()
-        got = layer_norm_backward(dy.clone(), x.detach().clone(), gamma.clone(), 1e-5)
-        _expect_tensor_close(got, x.grad, f"∂L/∂x for x of shape {shape} (d = {d})",
-                             rtol=1e-7, atol=1e-9)
-    return "matches autograd through F.layer_norm"
+        x = (1.0 + 2.0 * torch.randn(n, C, generator=gen, dtype=F64)
+             * torch.logspace(-2, 1, C, dtype=F64)).requires_grad_()      # features of very different scales
+        gamma = torch.randn(C, generator=gen, dtype=F64).requires_grad_()
+        beta = torch.randn(C, generator=gen, dtype=F64).requires_grad_()
+        dy = torch.randn(n, C, generator=gen, dtype=F64)
+        (F.batch_norm(x, None, None, gamma, beta, training=True, eps=1e-5) * dy).sum().backward()
+        got = by_hand(dy.clone(), x.detach().clone(), gamma.detach().clone(), 1e-5)
+        expect(isinstance(got, (tuple, list)) and len(got) == 3,
+               f"expected the tuple (dx, dgamma, dbeta), got {type(got).__name__}"
+               + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""))
+        dx, dgamma, dbeta = got
+        where = f"x of shape {(n, C)}"
+        _expect_tensor_close(dbeta, beta.grad, f"∂L/∂β for {where} (a sum over the batch)")
+        _expect_tensor_close(dgamma, gamma.grad, f"∂L/∂γ for {where} (Σ over the batch of dy ⊙ x̂)")
+        _expect_tensor_close(dx, x.grad, f"∂L/∂x for {where} (statistics per feature, over the "
+                                         "n examples)", rtol=1e-7, atol=1e-9)
+    return "the LayerNorm backward on the batch axis: means over n, per feature; dγ = Σ dy ⊙ x̂, dβ = Σ dy"

@@ -4,28 +4,50 @@ import math
 import torch
 
 
-def he_without_two(fan_in):
+def leaky_he_ignores_slope(fan_in, negative_slope):
+    return math.sqrt(2.0 / fan_in)
+
+
+def leaky_one_plus_a(fan_in, negative_slope):
+    return math.sqrt(2.0 / ((1 + negative_slope) * fan_in))
+
+
+def leaky_variance_not_std(fan_in, negative_slope):
+    return 2.0 / ((1 + negative_slope ** 2) * fan_in)
+
+
+def leaky_linear_value(fan_in, negative_slope):
     return math.sqrt(1.0 / fan_in)
 
 
-def he_variance_not_std(fan_in):
-    return 2.0 / fan_in
+def _e_tanh2(q, n=200_001):
+    z = torch.linspace(-12, 12, n, dtype=torch.float64)
+    density = torch.exp(-z ** 2 / 2) / math.sqrt(2 * math.pi)
+    return torch.trapezoid(torch.tanh(math.sqrt(q) * z) ** 2 * density, z).item()
 
 
-def he_xavier_like(fan_in):
-    return math.sqrt(2.0 / (fan_in + fan_in))
+def _iterate(update, steps=3000):
+    q = 1.0
+    for _ in range(steps):
+        q = update(q)
+    return q
 
 
-def depth_strict_off_by_one(threshold):
-    return math.floor(math.log(threshold) / math.log(0.25)) + 1 if threshold < 1 else 0
+def tanh_gain_not_squared(gain):
+    return _iterate(lambda q: gain * _e_tanh2(q), steps=300) if gain > 1 else 0.0
 
 
-def depth_not_ceiled(threshold):
-    return math.log(threshold) / math.log(0.25) if threshold < 1 else 0
+def tanh_small_q_expansion(gain):
+    return max(0.0, (gain ** 2 - 1) / (2 * gain ** 2))
 
 
-def depth_with_half(threshold):
-    return max(0, math.ceil(math.log(threshold) / math.log(0.5)))
+def tanh_mean_squared(gain):
+    # E[tanh(z)]² instead of E[tanh(z)²]: the mean of an odd function is 0
+    return 0.0
+
+
+def tanh_linear_map(gain):
+    return gain ** 2 - 1 if gain > 1 else 0.0
 
 
 def dropout_without_scaling(x, p):
@@ -69,8 +91,10 @@ def residual_transposed(jacobians, grad_out):
 
 
 WRONG_ANSWERS = {
-    "ch07-he-std": [he_without_two, he_variance_not_std, he_xavier_like],
-    "ch07-sigmoid-depth": [depth_strict_off_by_one, depth_not_ceiled, depth_with_half],
+    "ch07-leaky-relu-init": [leaky_he_ignores_slope, leaky_one_plus_a, leaky_variance_not_std,
+                             leaky_linear_value],
+    "ch07-tanh-fixed-point": [tanh_gain_not_squared, tanh_small_q_expansion, tanh_mean_squared,
+                              tanh_linear_map],
     "ch07-inverted-dropout": [dropout_without_scaling, dropout_scaled_by_keep,
                               dropout_keeps_with_p, dropout_exact_fraction],
     "ch07-residual-backward": [residual_no_identity, residual_wrong_order, residual_transposed],

@@ -1,5 +1,6 @@
 """Typical wrong answers to chapter 8's exercises: each must fail its checker."""
 import torch
+import torch.nn.functional as F
 
 
 # ---------------------------------------------------------------- ch08-layer-norm
@@ -61,34 +62,71 @@ def running_per_row(x, running_mean, running_var, momentum):
             (1 - momentum) * running_var + momentum * x.var())
 
 
-# ---------------------------------------------------------------- ch08-layer-norm-backward
-def _xhat(x, eps):
-    mu = x.mean(-1, keepdim=True)
-    s = torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps)
+# ---------------------------------------------------------------- ch08-batch-norm-backward
+def _bn(x, eps, unbiased=False):
+    mu = x.mean(0)
+    var = x.var(0) if unbiased else ((x - mu) ** 2).mean(0)
+    s = torch.sqrt(var + eps)
     return (x - mu) / s, s
 
 
-def lnb_dropped_one_over_d(dy, x, gamma, eps=1e-5):
-    xhat, s = _xhat(x, eps)
+def _bn_grads(dx, dy, xhat):
+    return dx, (dy * xhat).sum(0), dy.sum(0)
+
+
+def bnb_dropped_one_over_n(dy, x, gamma, eps=1e-5):
+    xhat, s = _bn(x, eps)
     g = gamma * dy
-    return (g - g.sum(-1, keepdim=True) - xhat * (g * xhat).sum(-1, keepdim=True)) / s
+    return _bn_grads((g - g.sum(0) - xhat * (g * xhat).sum(0)) / s, dy, xhat)
 
 
-def lnb_forgot_gamma(dy, x, gamma, eps=1e-5):
-    xhat, s = _xhat(x, eps)
-    g = dy
-    return (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True)) / s
+def bnb_forgot_gamma(dy, x, gamma, eps=1e-5):
+    xhat, s = _bn(x, eps)
+    return _bn_grads((dy - dy.mean(0) - xhat * (dy * xhat).mean(0)) / s, dy, xhat)
 
 
-def lnb_mean_only(dy, x, gamma, eps=1e-5):
-    xhat, s = _xhat(x, eps)
+def bnb_sigma_constant(dy, x, gamma, eps=1e-5):
+    xhat, s = _bn(x, eps)
     g = gamma * dy
-    return (g - g.mean(-1, keepdim=True)) / s          # forgets that σ depends on x
+    return _bn_grads((g - g.mean(0)) / s, dy, xhat)          # forgets that σ depends on x
+
+
+def bnb_layer_norm_axis(dy, x, gamma, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)                              # statistics per example, not per feature
+    s = torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps)
+    xhat, g = (x - mu) / s, gamma * dy
+    return _bn_grads((g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True)) / s, dy, xhat)
+
+
+def bnb_unbiased_variance(dy, x, gamma, eps=1e-5):
+    xhat, s = _bn(x, eps, unbiased=True)
+    g = gamma * dy
+    return _bn_grads((g - g.mean(0) - xhat * (g * xhat).mean(0)) / s, dy, xhat)
+
+
+def bnb_dgamma_without_xhat(dy, x, gamma, eps=1e-5):
+    xhat, s = _bn(x, eps)
+    g = gamma * dy
+    dx = (g - g.mean(0) - xhat * (g * xhat).mean(0)) / s
+    return dx, (dy * x).sum(0), dy.sum(0)                     # dγ needs x̂, not x
+
+
+def bnb_by_autograd(dy, x, gamma, eps=1e-5):
+    x = x.detach().clone().requires_grad_(True)
+    g = gamma.detach().clone().requires_grad_(True)
+    b = torch.zeros_like(gamma, requires_grad=True)
+    F.batch_norm(x, None, None, g, b, training=True, eps=eps).backward(dy)
+    return x.grad, g.grad, b.grad
 
 
 WRONG_ANSWERS = {
     "ch08-layer-norm": [ln_unbiased_variance, ln_std_plus_eps, ln_per_feature, ln_without_affine],
     "ch08-rms-norm": [rms_divide_by_norm, rms_without_eps, rms_without_gain, rms_eps_outside],
     "ch08-running-stats": [running_biased_variance, running_momentum_reversed, running_per_row],
-    "ch08-layer-norm-backward": [lnb_dropped_one_over_d, lnb_forgot_gamma, lnb_mean_only],
+    "ch08-batch-norm-backward": [bnb_dropped_one_over_n, bnb_forgot_gamma, bnb_sigma_constant,
+                                 bnb_layer_norm_axis, bnb_unbiased_variance, bnb_dgamma_without_xhat,
+                                 bnb_by_autograd],
 }
+
+# answers that ask autograd: refused by the "without autograd" wrapper (tests/test_exercises_without_autograd.py)
+AUTOGRAD_CHEATS = {"ch08-batch-norm-backward": [bnb_by_autograd]}
