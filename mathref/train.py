@@ -366,6 +366,8 @@ def train(model, train_data, val_data, cfg, device=None, resume_from=None,
         history["val_loss"].append(val)
         return val
 
+    if pending_eval is not None:   # the run was interrupted during this evaluation: redo it
+        evaluate(*pending_eval)
     # history["seconds"]: training time only (evaluations are not counted)
     t0 = time.perf_counter() - (history["seconds"][-1] if history["seconds"] else 0.0)
     end_step = cfg.max_steps if cfg.stop_at is None else min(cfg.stop_at, cfg.max_steps)
@@ -375,10 +377,6 @@ def train(model, train_data, val_data, cfg, device=None, resume_from=None,
     rng_before_step = None   # (step, torch RNG, batch RNG) when the current step began
     evaluating = None        # (step, seconds) while an evaluation runs
     try:
-        if pending_eval is not None:   # the run was interrupted during this evaluation
-            eval_start = time.perf_counter()
-            evaluate(*pending_eval)
-            t0 += time.perf_counter() - eval_start
         for step in bar:
             rng_before_step = (step, torch.get_rng_state(), generator.get_state())
             _train_step(net, model, optimizer, scaler, generator, train_data, cfg, step, device,
