@@ -1,5 +1,8 @@
 """pytest plugin for the notebook regression run (`make nbval`, loaded with -p).
 
+- outputs are compared by the number-aware rule of ``tests/output_compare.py`` (text exact,
+  numbers within their last printed digit, rounding-level magnitudes one class, a wider
+  tolerance only where a cell declares it with an ``nbval-tolerance-...`` tag), not as strings;
 - stderr is never compared: progress bars and warnings go there;
 - each notebook's wall time (kernel start included) is summed and printed as a table, also
   written to _build/notebook_times.txt so `make test` can print it last.
@@ -7,6 +10,10 @@
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from nbval import plugin as nbval_plugin
+
+from tests.output_compare import Tolerance, compare
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMES_FILE = ROOT / "_build" / "notebook_times.txt"
@@ -20,6 +27,55 @@ _failed = defaultdict(int)
 def pytest_collectstart(collector):
     if collector.fspath and str(collector.fspath).endswith(".ipynb"):
         collector.skip_compare = tuple(collector.skip_compare) + ("stderr",)
+
+
+def _by_key(outputs, cell, skip):
+    """nbval's grouping: every output's fields (a stream's text under its name, each MIME type
+    of display data) as key -> list of sanitized values, in order."""
+    grouped = defaultdict(list)
+    for output in nbval_plugin.transform_streams_for_comparison(outputs):
+        for key, value in output.items():
+            if key in skip:
+                continue
+            if key == "data":
+                for mime, data in value.items():
+                    if mime not in skip:
+                        grouped[mime].append(cell.sanitize(data))
+            else:
+                grouped[key].append(cell.sanitize(value))
+    return grouped
+
+
+def number_aware_compare_outputs(self, test, ref, skip_compare=None):
+    """Replaces ``nbval.plugin.IPyNbCell.compare_outputs``: same grouping of outputs, but each
+    pair of values is compared by ``tests.output_compare.compare`` with the cell's declared
+    tolerance, and a failure names the number or text that changed."""
+    skip = skip_compare or self.parent.skip_compare
+    tolerance = Tolerance.from_tags(self.cell.metadata.get("tags", []))
+    fresh, stored = _by_key(test, self, skip), _by_key(ref, self, skip)
+    self.comparison_traceback = []
+    if set(fresh) != set(stored):
+        self.comparison_traceback.append(
+            f"output fields differ: stored {sorted(stored)}, fresh {sorted(fresh)}")
+        return False
+    for key, stored_values in stored.items():
+        fresh_values = fresh[key]
+        if len(fresh_values) != len(stored_values):
+            self.comparison_traceback.append(
+                f"{key}: {len(fresh_values)} outputs where {len(stored_values)} are stored")
+            return False
+        for a, b in zip(stored_values, fresh_values):
+            if not isinstance(a, str) or not isinstance(b, str):
+                problem = None if a == b else "non-text output differs"
+            else:
+                problem = compare(a, b, tolerance)
+            if problem:
+                self.comparison_traceback.append(f"{key}: {problem}")
+                return False
+    return True
+
+
+nbval_plugin.IPyNbCell.compare_outputs = number_aware_compare_outputs
 
 
 def pytest_runtest_logreport(report):
