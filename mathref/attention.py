@@ -212,8 +212,8 @@ class MultiHeadAttention(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must be [B, T, {self.d_model}], got {tuple(x.shape)}")
         if kv is not None and (not isinstance(kv, torch.Tensor) or kv.dim() != 3
-                               or kv.shape[0] != x.shape[0] or kv.shape[-1] != self.d_model):
-            raise ValueError(f"kv must be [{x.shape[0]}, S, {self.d_model}], got "
+                               or kv.shape[0] not in (x.shape[0], 1) or kv.shape[-1] != self.d_model):
+            raise ValueError(f"kv must be [{x.shape[0]} or 1, S, {self.d_model}], got "
                              f"{tuple(getattr(kv, 'shape', ())) or type(kv).__name__}")
         kv = x if kv is None else kv
         q = self.split_heads(self.w_q(x), self.n_heads)

@@ -148,10 +148,16 @@ def resolve_device(device, name="device"):
     available = available_devices()
     if parsed.type == "cpu":
         return parsed
-    ok = (parsed.type == "cuda" and torch.cuda.is_available()
-          and (parsed.index is None or parsed.index < torch.cuda.device_count())) \
-        or (parsed.type == "mps" and "mps" in available)
-    if not ok:
-        raise ValueError(f"{name}={device!r} is not available on this machine; available "
-                         f"here: {', '.join(available)}")
-    return parsed
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        reason = "CUDA is not available"
+    elif parsed.type == "cuda" and parsed.index is not None \
+            and parsed.index >= torch.cuda.device_count():
+        reason = f"there are {torch.cuda.device_count()} CUDA devices"
+    elif parsed.type == "mps" and "mps" not in available:
+        reason = "MPS is not available"
+    elif parsed.type not in ("cuda", "mps"):
+        reason = f"mathref runs on cpu, cuda or mps, not {parsed.type}"
+    else:
+        return parsed
+    raise ValueError(f"{name}={device!r} cannot be used: {reason}; available here: "
+                     f"{', '.join(available)}")
