@@ -16,6 +16,12 @@ import torch
 from torch import nn
 
 from mathref import attention as A
+from mathref import calculus as C
+from mathref import deep as DP
+from mathref import efficient as E
+from mathref import linear_regression as LR
+from mathref import similarity as S
+from mathref import transformer as TF
 from mathref import data as D
 from mathref import device as DV
 from mathref import gpt as G
@@ -408,6 +414,66 @@ CASES = [
     ("data", "train_val_split val_fraction=1", lambda: D.train_val_split(torch.arange(10), 1.0),
      "val_fraction"),
     ("data", "train_val_split 2-D", lambda: D.train_val_split(torch.zeros(4, 4), 0.1), "ids"),
+    # ---- similarity, calculus, linear_regression, deep, efficient, transformer
+    ("similarity", "random_unit_vectors(0, 3)", lambda: S.random_unit_vectors(0, 3), "n"),
+    ("similarity", "random_unit_vectors(True, 3)", lambda: S.random_unit_vectors(True, 3), "n"),
+    ("similarity", "random_unit_vectors device='gpu'", lambda: S.random_unit_vectors(2, 3, device="gpu"),
+     "device"),
+    ("similarity", "concentration_experiment dims=[2.7]", lambda: S.concentration_experiment([2.7], 10),
+     "dims"),
+    ("similarity", "concentration_experiment n=True", lambda: S.concentration_experiment([2], True), "n"),
+    ("similarity", "soft_lookup temperature=nan",
+     lambda: S.soft_lookup(_x(3), _x(4, 3), _x(4, 2), temperature=NAN), "temperature"),
+    ("similarity", "soft_lookup temperature=inf",
+     lambda: S.soft_lookup(_x(3), _x(4, 3), _x(4, 2), temperature=INF), "temperature"),
+    ("similarity", "max_inner_product_search k=True",
+     lambda: S.max_inner_product_search(_x(3), _x(4, 3), k=True), "k"),
+    ("calculus", "gradient_descent lr=inf", lambda: C.gradient_descent(lambda x: 2 * x, 1.0, INF, 3), "lr"),
+    ("calculus", "gradient_descent lr=nan", lambda: C.gradient_descent(lambda x: 2 * x, 1.0, NAN, 3), "lr"),
+    ("calculus", "gradient_descent grad_fn=3", lambda: C.gradient_descent(3, 1.0, 0.1, 3), "grad_fn"),
+    ("calculus", "numerical_derivative f=2", lambda: C.numerical_derivative(2, 1.0), "f"),
+    ("linear_regression", "fit_gradient_descent lr=inf",
+     lambda: LR.fit_gradient_descent(_x(4, 2), _x(4), INF, 3), "lr"),
+    ("linear_regression", "minibatch_sgd lr=nan",
+     lambda: LR.minibatch_sgd(_x(4, 2), _x(4), NAN, 3, 2), "lr"),
+    ("deep", "xavier_ gain=nan", lambda: DP.xavier_(torch.empty(3, 4), gain=NAN), "gain"),
+    ("deep", "ResidualBlock(0)", lambda: DP.ResidualBlock(0), "width"),
+    ("deep", "ResidualBlock alpha=nan", lambda: DP.ResidualBlock(4, alpha=NAN), "alpha"),
+    ("deep", "DeepMLP depth=-1", lambda: DP.DeepMLP(2, 4, -1, 1), "depth"),
+    ("deep", "DeepMLP width=2.5", lambda: DP.DeepMLP(2, 2.5, 1, 1), "width"),
+    ("efficient", "online_softmax block=0", lambda: E.online_softmax(_x(8), block=0), "block"),
+    ("efficient", "online_softmax block=2.5", lambda: E.online_softmax(_x(8), block=2.5), "block"),
+    ("efficient", "online_softmax int x", lambda: E.online_softmax(torch.arange(4)), "x"),
+    ("efficient", "flash_attention block_q=2.5",
+     lambda: E.flash_attention(_x(4, 2), _x(4, 2), _x(4, 2), block_q=2.5), "block_q"),
+    ("efficient", "flash_attention block_k=0",
+     lambda: E.flash_attention(_x(4, 2), _x(4, 2), _x(4, 2), block_k=0), "block_k"),
+    ("efficient", "flash_attention scale=nan",
+     lambda: E.flash_attention(_x(4, 2), _x(4, 2), _x(4, 2), scale=NAN), "scale"),
+    ("efficient", "linear_attention eps=nan",
+     lambda: E.linear_attention(_x(4, 2), _x(4, 2), _x(4, 2), eps=NAN), "eps"),
+    ("efficient", "kv_cache_bytes seq_len=nan", lambda: E.kv_cache_bytes(2, 1, 2, NAN, 64), "seq_len"),
+    ("transformer", "FeedForward(0)", lambda: TF.FeedForward(0), "d_model"),
+    ("transformer", "FeedForward d_ff=-1", lambda: TF.FeedForward(8, d_ff=-1), "d_ff"),
+    ("transformer", "FeedForward dropout=2", lambda: TF.FeedForward(8, dropout=2.0), "dropout"),
+    ("transformer", "key_padding_mask float ids",
+     lambda: TF.key_padding_mask(torch.zeros(2, 3), 0), "ids"),
+    ("transformer", "key_padding_mask pad_id=0.5",
+     lambda: TF.key_padding_mask(torch.zeros(2, 3, dtype=torch.long), 0.5), "pad_id"),
+    ("transformer", "shift_right float targets", lambda: TF.shift_right(torch.zeros(2, 3), 1), "targets"),
+    ("transformer", "shift_right bos_id=1.5",
+     lambda: TF.shift_right(torch.zeros(2, 3, dtype=torch.long), 1.5), "bos_id"),
+    ("transformer", "Seq2SeqTransformer src_vocab=0", lambda: TF.Seq2SeqTransformer(0, 5), "src_vocab"),
+    ("transformer", "Seq2SeqTransformer n_heads=0", lambda: TF.Seq2SeqTransformer(5, 5, n_heads=0),
+     "n_heads"),
+    ("transformer", "Seq2SeqTransformer max_len=-1", lambda: TF.Seq2SeqTransformer(5, 5, max_len=-1),
+     "max_len"),
+    ("transformer", "greedy_decode max_len=2.5",
+     lambda: TF.greedy_decode(TF.Seq2SeqTransformer(5, 5, d_model=8, n_heads=2),
+                              torch.ones(1, 3, dtype=torch.long), 1, 2, 2.5), "max_len"),
+    ("transformer", "beam_search beam_size=1.5",
+     lambda: TF.beam_search(TF.Seq2SeqTransformer(5, 5, d_model=8, n_heads=2),
+                            torch.ones(3, dtype=torch.long), 1, 2, 4, beam_size=1.5), "beam_size"),
 ]
 
 
