@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from mathref.validation import check_int, check_number, check_probability, check_tensor, \
+from mathref._validation import check_int, check_number, check_probability, check_tensor, \
     resolve_device
 
 __all__ = ["causal_mask", "padding_mask", "to_additive_mask", "attention_weights",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from mathref.validation import check_number
+from mathref._validation import check_number
 
 __all__ = ["numerical_derivative", "numerical_gradient", "gradient_descent",
            "check_gradients", "GradientReport"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from mathref.validation import check_int, check_number, check_tensor, resolve_device
+from mathref._validation import check_int, check_number, check_tensor, resolve_device
 
 __all__ = ["TINY_SHAKESPEARE_URL", "TINY_SHAKESPEARE_SHA256", "DataChecksumError",
            "tiny_shakespeare_path", "tiny_shakespeare", "sha256_of", "train_val_split", "get_batch"]

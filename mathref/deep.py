@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from mathref.validation import check_int, check_number
+from mathref._validation import check_int, check_number
 
 __all__ = ["fan_in_and_fan_out", "calculate_gain", "xavier_", "kaiming_", "dropout", "Dropout",
            "ResidualBlock", "DeepMLP", "deep_mlp", "layer_statistics"]

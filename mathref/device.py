@@ -9,7 +9,7 @@ import random
 import numpy as np
 import torch
 
-from mathref.validation import resolve_device
+from mathref._validation import resolve_device
 
 __all__ = ["get_device", "seed_everything", "autocast_dtype", "describe_environment"]
 

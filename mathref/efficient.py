@@ -19,7 +19,7 @@ import torch
 
 from mathref.attention import _check_qkv
 
-from mathref.validation import check_int, check_number, check_tensor
+from mathref._validation import check_int, check_number, check_tensor
 
 __all__ = ["online_softmax", "flash_attention", "flash_attention_backward",
            "FlashAttentionFunction", "linear_attention", "kv_cache_bytes", "attention_flops",

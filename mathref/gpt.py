@@ -19,7 +19,7 @@ from mathref.losses import cross_entropy
 from mathref.norm import LayerNorm, RMSNorm
 from mathref.positions import apply_rope, rope_cache
 from mathref.transformer import FeedForward
-from mathref.validation import check_int, check_number, check_probability, check_tensor, \
+from mathref._validation import check_int, check_number, check_probability, check_tensor, \
     check_token_ids
 
 __all__ = ["GPTConfig", "GPT", "CausalSelfAttention", "Block", "KVCache", "sample_next", "generate",

@@ -14,7 +14,7 @@ The closed form solves the normal equations X̃ᵀX̃ W̃ = X̃ᵀY by least squ
 """
 import torch
 
-from mathref.validation import check_number
+from mathref._validation import check_number
 
 __all__ = ["design_matrix", "mse_loss", "mse_gradient", "mse_hessian", "fit_least_squares",
            "fit_gradient_descent", "minibatch_sgd"]

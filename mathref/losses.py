@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from mathref.validation import check_int, check_probability, check_tensor
+from mathref._validation import check_int, check_probability, check_tensor
 
 __all__ = ["softmax", "log_softmax", "logsumexp", "softmax_jacobian", "cross_entropy",
            "binary_cross_entropy_with_logits", "mse", "entropy", "kl_divergence",

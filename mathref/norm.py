@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mathref.validation import check_number, check_probability
+from mathref._validation import check_number, check_probability
 
 __all__ = ["batch_norm", "layer_norm", "rms_norm", "BatchNorm1d", "LayerNorm", "RMSNorm",
            "BatchNormFunction", "LayerNormFunction", "RMSNormFunction"]

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from mathref.validation import check_int, check_number, check_tensor
+from mathref._validation import check_int, check_number, check_tensor
 
 __all__ = ["SGD", "RMSProp", "Adam", "AdamW", "newton_schulz", "Muon", "warmup_cosine",
            "inverse_sqrt", "clip_grad_norm_", "decay_param_groups", "optimize_path"]

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from mathref.validation import (check_choice, check_int, check_number, check_tensor,
+from mathref._validation import (check_choice, check_int, check_number, check_tensor,
                                 resolve_device)
 
 __all__ = ["sinusoidal_positions", "rope_frequencies", "rope_cache", "apply_rope",

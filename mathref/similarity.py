@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from mathref.validation import check_int, check_number, resolve_device
+from mathref._validation import check_int, check_number, resolve_device
 
 __all__ = ["dot", "cosine_similarity", "euclidean_distance", "pairwise_dot",
            "pairwise_cosine_similarity", "pairwise_euclidean_distance", "random_unit_vectors",

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from mathref.validation import check_choice, check_int, check_tensor
+from mathref._validation import check_choice, check_int, check_tensor
 
 __all__ = ["GPT2_SPLIT_PATTERN", "CharTokenizer", "BPETokenizer", "pair_counts", "merge_pair",
            "most_frequent_pair", "embed", "embed_one_hot", "Embedding"]

@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from mathref.data import get_batch
 from mathref.device import autocast_dtype
 from mathref.optim import AdamW, Muon, clip_grad_norm_, decay_param_groups, warmup_cosine
-from mathref.validation import (check_choice, check_int, check_number, check_tensor,
+from mathref._validation import (check_choice, check_int, check_number, check_tensor,
                                 check_token_ids, resolve_device)
 
 __all__ = ["TrainConfig", "configure_optimizer", "lr_at", "estimate_loss", "train",

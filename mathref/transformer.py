@@ -27,7 +27,7 @@ from mathref.attention import MultiHeadAttention
 from mathref.norm import LayerNorm, RMSNorm
 from mathref.positions import sinusoidal_positions
 
-from mathref.validation import check_int, check_probability, check_tensor
+from mathref._validation import check_int, check_probability, check_tensor
 
 __all__ = ["ACTIVATIONS", "FUSED_ACTIVATIONS", "default_d_ff", "FeedForward", "EncoderBlock",
            "DecoderBlock", "Seq2SeqTransformer", "shift_right", "key_padding_mask",
