@@ -146,7 +146,7 @@ def resolve_device(device, name="device"):
         raise TypeError(f"{name} must be a string such as 'cpu' or a torch.device, got "
                         f"{type(device).__name__} {_describe(device)}")
     available = available_devices()
-    if parsed.type == "cpu":
+    if parsed.type in ("cpu", "meta"):    # meta: shapes only, no data (always available)
         return parsed
     if parsed.type == "cuda" and not torch.cuda.is_available():
         reason = "CUDA is not available"
@@ -156,7 +156,7 @@ def resolve_device(device, name="device"):
     elif parsed.type == "mps" and "mps" not in available:
         reason = "MPS is not available"
     elif parsed.type not in ("cuda", "mps"):
-        reason = f"mathref runs on cpu, cuda or mps, not {parsed.type}"
+        reason = f"mathref runs on cpu, cuda, mps (or meta), not {parsed.type}"
     else:
         return parsed
     raise ValueError(f"{name}={device!r} cannot be used: {reason}; available here: "
