@@ -221,7 +221,9 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None, cache=None):
         if not torch.compiler.is_compiling():     # (data-dependent checks break a graph)
-            check_tensor("idx", idx, dims=2)
+            check_tensor("idx", idx)
+            if idx.dim() != 2:
+                raise ValueError(f"idx must be [B, T] token ids, got shape {tuple(idx.shape)}")
             check_token_ids("idx", idx, self.config.vocab_size)
             if targets is not None:
                 check_token_ids("targets", targets, self.config.vocab_size, allow=(-100,))
