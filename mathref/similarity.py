@@ -118,7 +118,8 @@ def pairwise_euclidean_distance(A, B, method="direct"):
 def random_unit_vectors(n, d, generator=None, dtype=torch.float32, device=None):
     """n vectors drawn uniformly on the unit sphere of ℝᵈ, shape [n, d]: Gaussian vectors
     divided by their norms (the Gaussian is rotation invariant). See chapter 9."""
-    n, d = check_int("n", n, min=1), check_int("d", d, min=1)
+    if any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in (n, d)):
+        raise ValueError(f"n and d must be positive integers, got n={n!r}, d={d!r}")
     device = resolve_device(device)
     x = torch.randn(n, d, generator=generator, dtype=dtype)
     x = x / x.norm(dim=-1, keepdim=True)
