@@ -207,6 +207,10 @@ class MultiHeadAttention(nn.Module):
 
         ``mask`` broadcasts to [B, H, T, S] (bool True = allowed, or additive float).
         ``fused=True`` calls ``F.scaled_dot_product_attention`` instead of the readable path.
+        ``is_causal`` is bottom-right aligned on both paths (query i of T sees keys
+        j ≤ i + S − T, ``causal_mask``); SDPA's own ``is_causal`` is top-left when T ≠ S, so
+        the fused path passes it only when T = S and no mask is given, and an explicit
+        bottom-right mask otherwise.
         """
         check_tensor("x", x, kind="float")
         if x.dim() != 3 or x.shape[-1] != self.d_model:
@@ -222,6 +226,11 @@ class MultiHeadAttention(nn.Module):
         p = self.dropout if self.training else 0.0
         weights = None
         if fused and not need_weights:
+            T, S = q.shape[-2], k.shape[-2]
+            if is_causal and (T != S or mask is not None):
+                causal = causal_mask(T, S, device=q.device, dtype=q.dtype)   # bottom-right
+                mask = causal if mask is None else to_additive_mask(mask, dtype=q.dtype) + causal
+                is_causal = False
             out = torch.nn.functional.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=p, is_causal=is_causal,
                 enable_gqa=self.n_kv_heads != self.n_heads)

@@ -139,6 +139,17 @@ class Value:
         """tanh(x), with d tanh/dx = 1 − tanh²(x)."""
         return self.apply(math.tanh, lambda x, y, g: (1 - y * y) * g, "tanh")
 
+    def sigmoid(self):
+        """σ(x) = 1/(1 + e^(−x)), with dσ/dx = σ(x)(1 − σ(x)) (uses the output, like tanh).
+
+        Evaluated as e^x/(1 + e^x) for x < 0, so that e^(−x) never overflows."""
+        def sigmoid(x):
+            if x >= 0:
+                return 1.0 / (1.0 + math.exp(-x))
+            e = math.exp(x)
+            return e / (1.0 + e)
+        return self.apply(sigmoid, lambda x, y, g: y * (1 - y) * g, "σ")
+
     def exp(self):
         """exp(x), with d exp/dx = exp(x)."""
         return self.apply(math.exp, lambda x, y, g: y * g, "exp")

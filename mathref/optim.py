@@ -366,6 +366,10 @@ def warmup_cosine(step, warmup_steps, total_steps, lr_max, lr_min=0.0):
 
     (W = ``warmup_steps``, T = ``total_steps``, steps counted from 0.) With ``lr_max=1`` it
     returns the factor that ``torch.optim.lr_scheduler.LambdaLR`` multiplies the base lr by.
+
+    Warm-up convention (courses and libraries differ): the first step, step 0, already uses
+    η_max/W, not 0, and step W − 1 uses η_max. Schedules written as η_max·step/W take their
+    first step with η = 0 and reach η_max one step later, at step W. See chapters 6 and 14.
     """
     _check_schedule(step, warmup_steps)
     if not isinstance(total_steps, int) or isinstance(total_steps, bool) \

@@ -53,8 +53,9 @@ def cosine_similarity(a, b, dim=-1, eps=1e-8):
     """cos θ = a·b / (max(‖a‖, ε) · max(‖b‖, ε)), as ``F.cosine_similarity``. See chapter 9.
 
     Each norm is clamped by ε separately (not their product), so a zero vector gives 0, not
-    NaN. Like PyTorch, each vector is divided by its clamped norm before the dot product,
-    which keeps the result inside [-1, 1].
+    NaN. Like PyTorch, each vector is divided by its clamped norm before the dot product.
+    Rounding can still leave the result a few ulp outside [-1, 1] (the cosine of a vector with
+    itself exceeds 1 in about a fifth of random cases): clamp before ``acos``.
     """
     _check_pair(a, b, dim)
     if eps < 0:

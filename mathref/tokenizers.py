@@ -149,6 +149,16 @@ class BPETokenizer:
         Repeat: count adjacent pairs inside every chunk (weighted by how often the chunk
         occurs), merge the most frequent pair into a new id. Only the chunks that contain the
         merged pair are updated, and their pair counts adjusted incrementally.
+
+        Special tokens are document boundaries, not text: the corpus is first cut at every
+        occurrence of their strings (which are dropped), so no merge is ever learned from
+        them (no (``<``, ``|``)) and no pair crosses them.
+
+        Tie-break rule: when several pairs have the same largest count, the merge is the
+        smallest pair (a, b) in lexicographic order of the ids (``most_frequent_pair``). Other
+        implementations differ (GPT-2 style code often takes the pair seen first, some the
+        lexicographically largest pair of *bytes*), so merge lists learned from the same text
+        can differ in the order of tied merges.
         """
         if isinstance(special_tokens, str):
             raise TypeError(f"special_tokens must be a list of strings, got the str "
@@ -160,7 +170,10 @@ class BPETokenizer:
             raise ValueError(f"vocab_size must be an integer ≥ 256 + {len(special_tokens)} "
                              f"special tokens, got {vocab_size!r}")
         data = _as_bytes(text, "text")
-        words = Counter(_split_bytes(data, re.compile(pattern) if pattern else None))
+        split = re.compile(pattern) if pattern else None
+        words = Counter()
+        for part in _split_on_specials(data, special_tokens):
+            words.update(_split_bytes(part, split))
         chunks = [list(w) for w in words]
         freq = list(words.values())
         counts = pair_counts(chunks, freq)
@@ -238,6 +251,49 @@ class BPETokenizer:
                 ids.extend(self.encode_bytes(part.encode("utf-8")))
         return ids
 
+    def encode_iterable(self, lines, allowed_special=True):
+        """Yield the token ids of the concatenation of ``lines`` (an iterable of str, e.g. an
+        open text file), holding only a short tail of text in memory.
+
+        The ids are exactly those of ``encode("".join(lines))``. After each line, the text is
+        encoded up to a point that more text cannot change: through the last complete special
+        token, then every pre-tokenization chunk except the last two (whose extent can still
+        change with the next characters) and except a suffix that could still grow into a
+        special token. The rest waits for the next line.
+        """
+        specials = self._special_split if allowed_special else None
+        buffer = ""
+        for line in lines:
+            if not isinstance(line, str):
+                raise TypeError(f"lines must yield str, got {type(line).__name__}")
+            buffer += line
+            ids, buffer = self._encode_safe_prefix(buffer, specials)
+            yield from ids
+        if buffer:
+            yield from self.encode(buffer, allowed_special=allowed_special)
+
+    def _encode_safe_prefix(self, text, specials):
+        """(ids of the part of ``text`` that appending text cannot change, the rest)."""
+        ids, start, hold = [], 0, len(text)
+        if specials is not None:
+            for m in specials.finditer(text):
+                start = m.end()
+            if start:
+                ids = self.encode(text[:start])        # ends with a complete special token
+            for s in self.special_tokens:              # a suffix that may become a special
+                for n in range(min(len(s) - 1, len(text) - start), 0, -1):
+                    if text.endswith(s[:n]):
+                        hold = min(hold, len(text) - n)
+                        break
+        if self._split is None:                        # no chunks: merges may span it all
+            return ids, text[start:]
+        chunks = list(self._split.finditer(text[start:hold]))
+        if len(chunks) < 3:
+            return ids, text[start:]
+        for m in chunks[:-2]:
+            ids.extend(self._encode_chunk(m.group().encode("utf-8", errors="surrogateescape")))
+        return ids, text[start + chunks[-2].start():]
+
     def decode_bytes(self, ids):
         """The bytes of a sequence of ids (special tokens as their UTF-8 strings)."""
         ids = _id_list(ids, "ids")
@@ -296,6 +352,15 @@ def _as_bytes(data, name):
     if isinstance(data, (bytes, bytearray)):
         return bytes(data)
     raise TypeError(f"{name} must be str or bytes, got {type(data).__name__}")
+
+
+def _split_on_specials(data, special_tokens):
+    """The parts of ``data`` between occurrences of the special tokens' strings (dropped)."""
+    if not special_tokens:
+        return [data]
+    pattern = re.compile(b"|".join(re.escape(s.encode("utf-8")) for s in sorted(
+        special_tokens, key=len, reverse=True)))
+    return pattern.split(data)
 
 
 def _split_bytes(data, split):

@@ -134,7 +134,8 @@ def configure_optimizer(model, lr, weight_decay, betas=(0.9, 0.99), foreach=True
 
 def lr_at(step, cfg):
     """Linear warmup to cfg.lr over warmup_steps, then cosine decay to cfg.min_lr over
-    decay_steps (default max_steps): ``mathref.optim.warmup_cosine``."""
+    decay_steps (default max_steps): ``mathref.optim.warmup_cosine``. Steps count from 0; step 0
+    already uses cfg.lr / warmup_steps (not 0) and step warmup_steps − 1 uses cfg.lr."""
     return warmup_cosine(step, cfg.warmup_steps, cfg.decay_steps or cfg.max_steps, cfg.lr,
                          cfg.min_lr)
 

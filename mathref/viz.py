@@ -78,7 +78,9 @@ def plot_learning_rate(f, grad, x0, lr, steps, axes=None):
         _, axes = new_axes(ncols=2)
     trajectory = gradient_descent(grad, x0, lr, steps)
     xs = trajectory.numpy()
-    plot_descent_1d(f, xs, ax=axes[0], xlim=(-1.3 * abs(x0), 1.3 * abs(x0)))
+    finite = np.abs(xs[np.isfinite(xs)])
+    reach = 1.15 * max(abs(x0), finite.max() if finite.size else 0.0)   # every iterate in view
+    plot_descent_1d(f, xs, ax=axes[0], xlim=(-reach, reach))
     axes[0].set_title(f"η = {lr:g}: iterates on f")
     axes[1].semilogy(np.arange(steps + 1), np.abs(xs) + 1e-300, "o-", ms=3)
     axes[1].set_xlabel("step k")

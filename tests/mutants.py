@@ -4,7 +4,9 @@ Each mutant changes one line of mathref (an exact text substitution). For each, 
 copy of this checkout, three suites run against the mutated package and the table says which
 of them caught it (a suite catches a mutant when it fails):
 
-    unit       pytest tests/ (mathref's unit and structure tests, not the checkers)
+    unit       pytest on the mutated module's own test file (tests/test_<module>.py), then,
+               if that misses, on all of tests/ (mathref's unit and structure tests, not the
+               checkers)
     checkers   pytest tests/test_exercises.py (reference solutions vs the checkers)
     nbval      the chapters that use the mutated code, with the number-aware comparison
 
@@ -122,31 +124,42 @@ def apply(mutant, tree):
     return True
 
 
-def suite_command(suite, mutant, tree):
+def suite_commands(suite, mutant, tree):
+    """The commands that make up one suite, cheapest first: the suite catches the mutant when
+    any of them fails."""
     python = str(ROOT / ".venv" / "bin" / "python")
+    pytest = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
     if suite == "unit":
-        return [python, "-m", "pytest", "-x", "-q", "-n", "2", "-p", "no:cacheprovider", "tests",
-                "--ignore=tests/test_browser.py", "--ignore=tests/test_exercises.py",
-                "--ignore=tests/test_output_compare.py", "--ignore=tests/test_prose_numbers.py"]
+        own = tree / "tests" / f"test_{Path(mutant.path).stem}.py"
+        everything = pytest + ["-n", "2", "tests", "--ignore=tests/test_browser.py",
+                               "--ignore=tests/test_exercises.py",
+                               "--ignore=tests/test_output_compare.py",
+                               "--ignore=tests/test_prose_numbers.py"]
+        return ([pytest + [str(own)]] if own.exists() else []) + [everything]
     if suite == "checkers":
-        return [python, "-m", "pytest", "-x", "-q", "-n", "2", "-p", "no:cacheprovider",
-                "tests/test_exercises.py"]
+        return [pytest + ["-n", "2", "tests/test_exercises.py"]]
     notebooks = [str(p) for chapter in mutant.notebooks
                  for p in sorted((tree / "notebooks").glob(f"{chapter}_*.ipynb"))]
-    return [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p",
-            "tests.nbval_conftest", "--nbval", "--nbval-current-env", "--nbval-sanitize-with",
-            "tests/nbval-sanitize.cfg", "--nbval-cell-timeout", "600", *notebooks]
+    return [pytest + ["-p", "tests.nbval_conftest", "--nbval", "--nbval-current-env",
+                      "--nbval-sanitize-with", "tests/nbval-sanitize.cfg",
+                      "--nbval-cell-timeout", "600", *notebooks]]
 
 
 def run_suite(suite, mutant, tree):
     env = dict(os.environ, PYTHONPATH=str(tree), MATHREF_DEVICE="cpu", OMP_NUM_THREADS="2",
                PYTHONHASHSEED="0")
-    result = subprocess.run(suite_command(suite, mutant, tree), cwd=tree, env=env,
-                            capture_output=True, text=True, timeout=1800)
-    if result.returncode not in (0, 1):
-        tail = (result.stdout + result.stderr).strip().splitlines()[-3:]
-        return "error: " + " / ".join(tail)
-    return "caught" if result.returncode == 1 else "missed"
+    for command in suite_commands(suite, mutant, tree):
+        result = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True,
+                                timeout=1800)
+        summary = (result.stdout + result.stderr).strip().splitlines()[-1:] or [""]
+        # exit 1: tests failed; exit 2 with a failure count: -x stopped xdist after a failure
+        if result.returncode == 1 or (result.returncode == 2 and " failed" in summary[0]):
+            failed = [line.split()[1] for line in result.stdout.splitlines()
+                      if line.startswith("FAILED ")]
+            return "caught" + (f" by {failed[0]}" if failed else "")
+        if result.returncode != 0:
+            return "error: " + summary[0]
+    return "missed"
 
 
 def main(argv=None):
@@ -176,11 +189,12 @@ def main(argv=None):
             else:
                 verdicts = {}
                 for suite in suites:
-                    if args.first and "caught" in verdicts.values():
+                    if args.first and any(v.startswith("caught") for v in verdicts.values()):
                         verdicts[suite] = "-"
                         continue
                     verdicts[suite] = run_suite(suite, mutant, tree)
-                status = "caught" if "caught" in verdicts.values() else "SURVIVOR"
+                status = ("caught" if any(v.startswith("caught") for v in verdicts.values())
+                          else "SURVIVOR")
         bad += status != "caught"
         rows.append((mutant.name, verdicts, status, time.time() - start))
         print(f"{mutant.name}: {status} {verdicts} ({time.time() - start:.0f} s)", flush=True)
@@ -190,8 +204,13 @@ def main(argv=None):
     print(f"{'mutant':{width}s}  " + "  ".join(f"{s:9s}" for s in suites) + "  verdict")
     print("-" * (width + 11 * len(suites) + 10))
     for name, verdicts, status, _ in rows:
-        print(f"{name:{width}s}  " + "  ".join(f"{verdicts[s][:9]:9s}" for s in suites)
+        print(f"{name:{width}s}  " + "  ".join(f"{verdicts[s][:6]:9s}" for s in suites)
               + f"  {status}")
+    print()
+    for name, verdicts, _, _ in rows:   # the first failing test of each suite that caught it
+        for suite in suites:
+            if verdicts[suite].startswith("caught by "):
+                print(f"{name}: {suite} {verdicts[suite][len('caught by '):]}")
     print(f"{len(rows) - bad} of {len(rows)} mutants caught")
     return 1 if bad else 0
 

@@ -164,3 +164,43 @@ def test_repeat_kv_gives_each_query_head_its_group_s_kv_head(device):
     for h in range(6):                       # query head h reads kv head h // n_rep
         assert torch.equal(out[:, h], k[:, h // 3])
     assert A.repeat_kv(k, 1) is k
+
+
+@pytest.mark.parametrize("T, S", [(2, 6), (1, 4), (5, 5)])
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_fused_causal_is_bottom_right_like_the_readable_path(float64_device, T, S, with_mask):
+    """fused=True, is_causal=True with T ≠ S (cross-attention over a longer memory, or decoding
+    after cached keys) must use the bottom-right mask of the readable path, not SDPA's
+    top-left one; an extra mask is combined with it on both paths."""
+    torch.manual_seed(1)
+    mha = A.MultiHeadAttention(8, 2, n_kv_heads=1).double().to(float64_device)
+    x = torch.randn(2, T, 8, dtype=torch.float64, device=float64_device)
+    memory = torch.randn(2, S, 8, dtype=torch.float64, device=float64_device)
+    mask = None
+    if with_mask:
+        mask = torch.ones(2, 1, 1, S, dtype=torch.bool, device=float64_device)
+        mask[1, ..., 0] = False                           # key padding of the first key
+    readable = mha(x, kv=memory, mask=mask, is_causal=True)
+    fused = mha(x, kv=memory, mask=mask, is_causal=True, fused=True)
+    torch.testing.assert_close(fused, readable, atol=1e-12, rtol=1e-10)
+    # the oracle: SDPA with an explicit bottom-right boolean mask
+    q = mha.split_heads(mha.w_q(x), 2)
+    k = A.repeat_kv(mha.split_heads(mha.w_k(memory), 1), 2)
+    v = A.repeat_kv(mha.split_heads(mha.w_v(memory), 1), 2)
+    allowed = torch.ones(T, S, dtype=torch.bool, device=float64_device).tril(S - T)
+    if mask is not None:
+        allowed = allowed & mask
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    ref = mha.w_o(ref.transpose(1, 2).reshape(2, T, 8))
+    torch.testing.assert_close(fused, ref, atol=1e-12, rtol=1e-10)
+    if T != S:   # SDPA's own is_causal (top-left) really differs: the test can fail
+        top_left = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        assert (mha.w_o(top_left.transpose(1, 2).reshape(2, T, 8)) - readable).abs().max() > 1e-3
+
+
+def test_fused_causal_with_more_queries_than_keys_raises_like_the_readable_path():
+    mha = A.MultiHeadAttention(8, 2)
+    x, memory = torch.randn(1, 4, 8), torch.randn(1, 2, 8)
+    for fused in (False, True):
+        with pytest.raises(ValueError, match="T ≤ S"):
+            mha(x, kv=memory, is_causal=True, fused=fused)

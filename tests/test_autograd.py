@@ -31,6 +31,7 @@ OPS = {
     "tanh": lambda a, b: a.tanh(),
     "exp": lambda a, b: a.tanh().exp(),
     "relu": lambda a, b: a.relu(),
+    "sigmoid": lambda a, b: a.sigmoid(),
     "log": lambda a, b: (a * a + 0.5).log(),
 }
 
@@ -234,3 +235,29 @@ def test_neuron_and_layer_are_tanh_of_an_affine_map():
         assert out.data == pytest.approx(math.tanh(n.b.data + sum(w.data * xi for w, xi in zip(n.w, x))))
     with pytest.raises(ValueError, match="n_in"):
         Neuron(0)
+
+
+@pytest.mark.parametrize("x", [-800.0, -40.0, -3.0, -1e-3, 0.0, 0.5, 2.0, 40.0, 800.0])
+def test_sigmoid_matches_torch_sigmoid_and_autograd(x):
+    v = Value(x)
+    s = v.sigmoid()
+    s.backward()
+    t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    ts = torch.sigmoid(t)
+    ts.backward()
+    assert s.data == pytest.approx(ts.item(), rel=1e-15, abs=1e-300)
+    assert v.grad == pytest.approx(t.grad.item(), rel=1e-12, abs=1e-300)
+    # and against the closed form σ(1 − σ), independent of both engines
+    exact = 1 / (1 + math.exp(-x)) if x > -700 else 0.0
+    assert v.grad == pytest.approx(exact * (1 - exact), rel=1e-12, abs=1e-300)
+
+
+def test_sigmoid_inside_a_graph_matches_torch():
+    a, b = Value(0.7), Value(-1.3)
+    out = (a * b).sigmoid() * a + (b.sigmoid() ** 2)
+    out.backward()
+    ta, tb = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (0.7, -1.3))
+    tout = torch.sigmoid(ta * tb) * ta + torch.sigmoid(tb) ** 2
+    tout.backward()
+    assert out.data == pytest.approx(tout.item(), rel=1e-14)
+    assert (a.grad, b.grad) == pytest.approx((ta.grad.item(), tb.grad.item()), rel=1e-12)

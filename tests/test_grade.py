@@ -20,12 +20,13 @@ from mathref.student import make_student_notebook
 from tests.notebooks import ROOT, exercise_labels, read
 
 CHAPTER = ROOT / "notebooks" / "01_gradient_descent.ipynb"
-LABELS = ["ch01-central-difference", "ch01-gradient-descent-loop", "ch01-max-stable-lr",
-          "ch01-steps-to-tolerance"]
+LABELS = ["ch01-central-difference", "ch01-gradient-descent-loop", "ch01-steps-to-tolerance",
+          "ch01-best-constant-step"]
 TIMEOUT = 45  # per notebook; chapter 1 runs in about 10 s alone, 25 s on a busy machine
 
-WRONG_MAX_STABLE_LR = '''def max_stable_lr(a):
-    return 1.0 / a   # a typical slip: the bound is 2/a, not 1/a
+WRONG_BEST_STEP = '''def best_constant_step(H):
+    # a typical slip: the edge of stability 2/λ_max instead of the best step 2/(λ_min + λ_max)
+    return 2.0 / torch.linalg.eigvalsh(H)[-1].item(), 1.0
 '''
 LOOPING_GRADIENT_DESCENT = '''def gradient_descent_1d(df, x0, lr, steps):
     while True:
@@ -66,7 +67,7 @@ def make_submissions(folder):
     everything = solved(student, source)
     nbformat.write(everything, folder / "ada.ipynb")
     nbformat.write(student, folder / "ben.ipynb")
-    nbformat.write(replace_solution(everything, "max_stable_lr", WRONG_MAX_STABLE_LR),
+    nbformat.write(replace_solution(everything, "best_constant_step", WRONG_BEST_STEP),
                    folder / "chen.ipynb")
     nbformat.write(replace_solution(everything, "gradient_descent_1d", LOOPING_GRADIENT_DESCENT),
                    folder / "dana.ipynb")
@@ -78,7 +79,7 @@ EXPECTED_CSV = [
     ["student", "status", "score"] + LABELS,
     ["ada", "ok", "4", "pass", "pass", "pass", "pass"],
     ["ben", "ok", "0", "not attempted", "not attempted", "not attempted", "not attempted"],
-    ["chen", "ok", "3", "pass", "pass", "fail", "pass"],
+    ["chen", "ok", "3", "pass", "pass", "pass", "fail"],
     ["dana", "timeout", "1", "pass", "timeout", "not run", "not run"],
     ["eli", "invalid notebook", "0", "not run", "not run", "not run", "not run"],
 ]
@@ -164,8 +165,8 @@ def test_grade_five_kinds_of_submission(tmp_path):
     assert "ada: 4/4" in lines
     assert "ben: 0/4" in lines
     assert "  not attempted: " + ", ".join(LABELS) in lines
-    assert ("  ch01-max-stable-lr: fail: threshold for f(x) = 2.0·x²/2: expected 1, got 0.5"
-            in lines)
+    assert ("  ch01-best-constant-step: fail: η* for H with eigenvalues [1.0, 25.0]: expected "
+            "0.07692307692, got 0.08" in lines)
     assert re.fullmatch(rf"dana: 1/4 \(timeout: still running after {TIMEOUT} s in cell \d+ "
                         r"\(checks.check_ch01_gradient_descent_loop\(gradient_descent_1d\)\)\)",
                         next(line for line in lines if line.startswith("dana:")))
@@ -178,8 +179,8 @@ def test_grade_five_kinds_of_submission(tmp_path):
     assert totals[0].split() == ["pass", "fail", "not", "attempted", "timeout", "not", "run"]
     assert totals[1].split() == ["ch01-central-difference", "3", "0", "1", "0", "1"]
     assert totals[2].split() == ["ch01-gradient-descent-loop", "2", "0", "1", "1", "1"]
-    assert totals[3].split() == ["ch01-max-stable-lr", "1", "1", "1", "0", "2"]
-    assert totals[4].split() == ["ch01-steps-to-tolerance", "2", "0", "1", "0", "2"]
+    assert totals[3].split() == ["ch01-steps-to-tolerance", "2", "0", "1", "0", "2"]
+    assert totals[4].split() == ["ch01-best-constant-step", "1", "1", "1", "0", "2"]
 
 
 def test_format_report_marks_missing_exercises():

@@ -207,3 +207,16 @@ def test_soft_lookup_plot_and_its_explorer_draw_the_softmax_weights():
     np.testing.assert_allclose(heights, F.softmax(scores.double() / 10 ** 0.5, -1).numpy(),
                                rtol=1e-12)
     plt.close("all")
+
+
+def test_cosine_can_round_past_one_so_angles_need_a_clamp():
+    """The docstring's warning, against F.cosine_similarity: both exceed 1 for some vectors
+    by a few ulp only, and acos of the clamped value is always finite."""
+    g = torch.Generator().manual_seed(0)
+    for dtype, ulp in [(torch.float32, 2.0 ** -23), (torch.float64, 2.0 ** -52)]:
+        X = torch.randn(5000, 64, generator=g, dtype=dtype)
+        ours = sim.cosine_similarity(X, X)
+        ref = F.cosine_similarity(X, X, dim=-1)
+        torch.testing.assert_close(ours, ref, rtol=0, atol=4 * ulp)
+        assert (ours - 1).abs().max() <= 8 * ulp
+        assert torch.acos(ours.clamp(-1, 1)).isfinite().all()

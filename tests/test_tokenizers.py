@@ -237,3 +237,86 @@ def test_embedding_rejects_ids_outside_the_table():
         tk.Embedding(5, 3)(torch.tensor([-1]))
     with pytest.raises(TypeError, match="integer tensor"):
         tk.embed_one_hot(torch.tensor([0.0, 1.0]), W)
+
+
+def test_training_treats_special_tokens_as_boundaries():
+    """Special tokens are cut out of the corpus before pairs are counted: no merge is built
+    from their characters, and no pair spans them. Oracle: a from-scratch trainer on
+    the chunks of each document, pre-tokenized separately, learns the same merges."""
+    docs = ["the cat sat", "the cat ran", "a cat sat on the mat"] * 20
+    specials = ("<|endoftext|>",)
+    corpus = "<|endoftext|>".join(docs)
+    tok = BPETokenizer.train(corpus, 256 + 15 + 1, special_tokens=specials)
+    learned = [tok.token_bytes(256 + r) for r in range(len(tok.merges))]
+    assert not any(b"<" in t or b"|" in t or b">" in t for t in learned), learned
+    # the oracle: pre-tokenize each document separately, then train from scratch
+    words = [w for d in docs for w in re.findall(tk.GPT2_SPLIT_PATTERN, d)]
+    naive, _ = naive_train_chunks(words, 15)
+    assert tok.merges == naive
+    # without declaring the special token, its characters do get merged
+    plain = BPETokenizer.train(corpus, 256 + 25)
+    assert any(b"|" in plain.token_bytes(256 + r) for r in range(25))
+    assert tok.encode("cat<|endoftext|>mat") == tok.encode("cat") + [tok.special_tokens[specials[0]]] + tok.encode("mat")
+
+
+def naive_train_chunks(words, num_merges):
+    """Oracle trainer on a given list of chunks (one entry per occurrence)."""
+    chunks = [list(w.encode("utf-8")) for w in words]
+    merges, counts_out = [], []
+    for r in range(num_merges):
+        counts = Counter()
+        for ids in chunks:
+            counts.update(zip(ids, ids[1:]))
+        best = max(sorted(counts), key=lambda p: counts[p])
+        merges.append(best)
+        counts_out.append(counts[best])
+        chunks = [tk.merge_pair(ids, best, 256 + r) for ids in chunks]
+    return merges, counts_out
+
+
+def test_tie_break_goes_to_the_smallest_pair():
+    tok = BPETokenizer.train("cd ab cd ab", 256 + 1, pattern=None)
+    # pairs (c,d), (d,␣), (␣,a), (a,b) all occur twice: the smallest, (␣, a) = (32, 97), wins
+    assert tok.merges[0] == (32, 97)
+    counts = Counter({(99, 100): 2, (97, 98): 2, (98, 32): 1})
+    assert tk.most_frequent_pair(counts) == (97, 98)
+    assert "smallest pair" in BPETokenizer.train.__doc__
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", " ", "\n", "\n\n", "  ", "'", "ll", "'s", ".", "!",
+                                 "é", "東", "<|eos|>", "<|e", "os|>", "<", "|", "x y", "\t"]),
+                max_size=40),
+       st.lists(st.integers(0, 40), max_size=8), st.booleans())
+def test_encode_iterable_equals_encoding_the_joined_text(trained, pieces, cuts, allowed):
+    text = "".join(pieces)
+    cuts = sorted({min(c, len(text)) for c in cuts})
+    lines = [text[i:j] for i, j in zip([0] + cuts, cuts + [len(text)])]
+    got = list(trained.encode_iterable(iter(lines), allowed_special=allowed))
+    assert got == trained.encode(text, allowed_special=allowed)
+
+
+def test_encode_iterable_streams_a_file_with_bounded_memory(trained, tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_text(SAMPLE * 40, encoding="utf-8")
+    with open(path, encoding="utf-8") as f:
+        stream = trained.encode_iterable(f)
+        first = [next(stream) for _ in range(5)]          # ids arrive before the end of the file
+        rest = list(stream)
+    assert first + rest == trained.encode(SAMPLE * 40)
+    # the buffer never holds more than a line plus a short tail
+    longest = [0]
+    original = trained._encode_safe_prefix
+
+    def spy(text, specials):
+        longest[0] = max(longest[0], len(text))
+        return original(text, specials)
+
+    trained._encode_safe_prefix = spy
+    try:
+        list(trained.encode_iterable((SAMPLE * 40).splitlines(keepends=True)))
+    finally:
+        del trained._encode_safe_prefix
+    assert longest[0] < 200
+    with pytest.raises(TypeError, match="str"):
+        list(trained.encode_iterable([b"bytes"]))

@@ -101,3 +101,13 @@ def test_attention_mask_for_each_kind():
     assert set(viz.ATTENTION_MASKS) == {"none", "causal", "padding", "reversed (wrong)"}
     with pytest.raises(ValueError, match="mask must be one of"):
         viz.attention_mask_for("diagonal", T)
+
+
+def test_diverging_iterates_stay_inside_the_curve_panel():
+    axes = viz.plot_learning_rate(square, d_square, 3.0, 1.05, 20)
+    lo, hi = axes[0].get_xlim()
+    last = abs(3.0 * (1 - 2 * 1.05) ** 20)             # |x_20| = 3·1.1²⁰ ≈ 20
+    assert hi >= last and lo <= -last
+    shown = axes[0].lines[1].get_xdata()
+    assert len(shown) == 21                             # all iterates drawn, none clipped
+    plt.close("all")

@@ -1,10 +1,12 @@
 """Checkers for chapter 1: derivatives and gradient descent on x²."""
 import math
 
+import torch
+
 from mathref.checks.core import exercise, expect, expect_callable, expect_close
 
 __all__ = ["check_ch01_central_difference", "check_ch01_gradient_descent_loop",
-           "check_ch01_max_stable_lr", "check_ch01_steps_to_tolerance"]
+           "check_ch01_best_constant_step", "check_ch01_steps_to_tolerance"]
 
 
 @exercise("ch01-central-difference")
@@ -48,19 +50,53 @@ def check_ch01_gradient_descent_loop(gradient_descent_1d):
     return "matches x_(k+1) = x_k − η f′(x_k) on three functions"
 
 
-@exercise("ch01-max-stable-lr")
-def check_ch01_max_stable_lr(max_stable_lr):
-    """max_stable_lr(a): the learning rate above which gradient descent on a·x²/2 diverges."""
-    expect_callable(max_stable_lr, "max_stable_lr(a)")
-    for a in (2.0, 1.0, 0.5, 10.0, 3.7):
-        got = max_stable_lr(a)
-        expect_close(got, 2.0 / a, f"threshold for f(x) = {a}·x²/2", rtol=1e-9)
-        # the threshold really separates shrinking from growing iterates
-        for lr, shrinks in ((0.99 * got, True), (1.01 * got, False)):
-            x = _descent(lambda x: a * x, 1.0, lr, 200)[-1]
-            expect((abs(x) < 1.0) == shrinks, f"η = {lr:.4g} for a = {a} should "
-                   f"{'converge' if shrinks else 'diverge'}")
-    return "η < 2/a, the curvature bound"
+def _quadratic_cases():
+    """Symmetric positive definite Hessians H = Q diag(λ) Qᵀ with known eigenvalues, in 2, 3 and
+    5 dimensions (random rotations Q, so the answer cannot be read off the diagonal)."""
+    gen = torch.Generator().manual_seed(11)
+    cases = []
+    for eigenvalues in ((1.0, 25.0), (0.5, 2.0), (3.0, 4.0), (0.2, 1.0, 7.0), (1.0, 2.0, 3.0, 5.0, 40.0)):
+        lam = torch.tensor(eigenvalues, dtype=torch.float64)
+        Q, _ = torch.linalg.qr(torch.randn(len(lam), len(lam), generator=gen, dtype=torch.float64))
+        cases.append((Q @ torch.diag(lam) @ Q.T, lam, Q))
+    return cases
+
+
+def _worst_distance(H, Q, lr, steps):
+    """Largest |θ_steps| over the starts θ_0 = each unit eigenvector, gradient descent on θᵀHθ/2."""
+    worst = 0.0
+    for j in range(Q.shape[1]):
+        theta = Q[:, j].clone()
+        for _ in range(steps):
+            theta = theta - lr * (H @ theta)
+        worst = max(worst, float(theta.norm()))
+    return worst
+
+
+@exercise("ch01-best-constant-step")
+def check_ch01_best_constant_step(best_constant_step):
+    """best_constant_step(H) returns (η*, ρ): the constant step that minimizes the worst
+    per-step contraction max_i |1 − η λ_i| of gradient descent on θᵀHθ/2, and that factor."""
+    expect_callable(best_constant_step, "best_constant_step(H)")
+    for H, lam, Q in _quadratic_cases():
+        lo, hi = float(lam.min()), float(lam.max())
+        got = best_constant_step(H.clone())
+        expect(isinstance(got, (tuple, list)) and len(got) == 2,
+               "expected a pair (eta, rate) of two numbers")
+        eta, rate = float(got[0]), float(got[1])
+        where = f"H with eigenvalues {[round(v, 3) for v in lam.tolist()]}"
+        expect_close(eta, 2 / (lo + hi), f"η* for {where}", rtol=1e-8)
+        expect_close(rate, (hi - lo) / (hi + lo), f"the contraction factor ρ for {where}",
+                     rtol=1e-8, atol=1e-12)
+        # the step really is best: nearby steps contract the worst direction more slowly
+        steps = 40
+        best = _worst_distance(H, Q, eta, steps)
+        expect_close(best, rate ** steps, f"|θ_{steps}| from the worst start with your η ({where})",
+                     rtol=1e-6, atol=1e-300)
+        for other in (0.9 * eta, 0.97 * eta, 1.03 * eta, 1.1 * eta):
+            expect(_worst_distance(H, Q, other, steps) > best,
+                   f"η = {other:.4g} converges at least as fast as your η = {eta:.4g} ({where})")
+    return "η* = 2/(λ_min + λ_max), ρ = (κ − 1)/(κ + 1), faster than any nearby η"
 
 
 @exercise("ch01-steps-to-tolerance")

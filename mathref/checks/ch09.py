@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from mathref.checks.core import as_tensor, exercise, expect, expect_callable, expect_close, expect_tensor_close
 
-__all__ = ["check_ch09_cosine_from_dot", "check_ch09_unit_distance", "check_ch09_cosine_std",
+__all__ = ["check_ch09_cosine_from_dot", "check_ch09_unit_distance", "check_ch09_mips_to_nn",
            "check_ch09_soft_lookup"]
 
 
@@ -56,15 +56,40 @@ def check_ch09_unit_distance(unit_distance):
     return "‖u − v‖ = √(2 − 2 cos θ): identical rankings for distance and cosine on the sphere"
 
 
-@exercise("ch09-cosine-std")
-def check_ch09_cosine_std(expected_cosine_std):
-    """expected_cosine_std(d): the standard deviation of cos(u, v) for independent uniform unit
-    vectors in ℝᵈ, which is exactly 1/√d (E[cos] = 0 and E[cos²] = E[u₁²] = 1/d)."""
-    expect_callable(expected_cosine_std, "expected_cosine_std(d)")
-    for d in (1, 2, 3, 10, 64, 768, 4096):
-        expect_close(expected_cosine_std(d), 1 / math.sqrt(d), f"std of the cosine in d = {d}",
-                     rtol=1e-9)
-    return "1/√d: at d = 768 a typical cosine of unrelated vectors is about ±0.036"
+@exercise("ch09-mips-to-nn")
+def check_ch09_mips_to_nn(mips_keys):
+    """mips_keys(keys): keys [m, d] → [m, d + 1], each key k_j with the extra coordinate
+    √(M² − ‖k_j‖²), M = max_j ‖k_j‖, so that every augmented key has norm M and
+    ‖(q, 0) − k̃_j‖² = ‖q‖² + M² − 2 q·k_j: the nearest augmented key is the MIPS winner."""
+    expect_callable(mips_keys, "mips_keys(keys)")
+    gen = torch.Generator().manual_seed(19)
+    for m, d, what in [(5, 2, "five keys in the plane"), (200, 16, "200 keys in ℝ¹⁶")]:
+        keys = torch.randn(m, d, generator=gen, dtype=torch.float64)
+        keys = keys * (0.2 + 3 * torch.rand(m, 1, generator=gen, dtype=torch.float64))
+        original = keys.clone()
+        got = as_tensor(mips_keys(keys), f"{what}: mips_keys(keys)")
+        expect(torch.equal(keys, original), f"{what}: mips_keys must not modify its input")
+        expect(tuple(got.shape) == (m, d + 1),
+               f"{what}: expected shape {(m, d + 1)} (one extra coordinate), got {tuple(got.shape)}")
+        got = got.to(torch.float64)
+        _expect_tensor_close(got[:, :d], keys, f"{what}: the first d coordinates should be the keys "
+                                               f"themselves (scaling them changes the dot products)")
+        M = keys.norm(dim=-1).max()
+        norms = got.norm(dim=-1)
+        expect(torch.allclose(norms, M.expand_as(norms), rtol=1e-9, atol=1e-12),
+               f"{what}: every augmented key should have the same norm M = max‖k‖ = {M.item():.4g}; "
+               f"yours range from {norms.min().item():.4g} to {norms.max().item():.4g}")
+        q = torch.randn(500, d, generator=gen, dtype=torch.float64)
+        q_aug = torch.cat([q, torch.zeros(500, 1, dtype=torch.float64)], dim=-1)
+        dist2 = torch.cdist(q_aug, got) ** 2
+        _expect_tensor_close(dist2, (q * q).sum(-1, keepdim=True) + M ** 2 - 2 * q @ keys.T,
+                             f"{what}: ‖(q, 0) − k̃_j‖² should equal ‖q‖² + M² − 2q·k_j", rtol=1e-8,
+                             atol=1e-9)
+        nearest, best = dist2.argmin(-1), (q @ keys.T).argmax(-1)
+        expect(torch.equal(nearest, best),
+               f"{what}: the nearest augmented key differs from the largest dot product for "
+               f"{int((nearest != best).sum())} of 500 queries")
+    return "one extra coordinate √(M² − ‖k‖²) puts every key on a sphere: MIPS becomes nearest-neighbour search"
 
 
 def _soft_lookup(q, K, V, tau):

@@ -10,9 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mathref.checks.core import exercise, expect, expect_callable, expect_tensor_close
+from mathref.checks.core import (CheckFailure, exercise, expect, expect_callable,
+                                 expect_tensor_close, without_autograd)
 
-__all__ = ["check_ch11_causal_mask", "check_ch11_mha_param_count", "check_ch11_attention",
+__all__ = ["check_ch11_gqa_backward", "check_ch11_causal_mask", "check_ch11_mha_param_count", "check_ch11_attention",
            "check_ch11_softmax_backward", "check_ch11_multi_head"]
 
 F64 = torch.float64
@@ -126,3 +127,35 @@ def check_ch11_multi_head(multi_head_attention):
         got = multi_head_attention(x, W_Q, W_K, W_V, W_O, h)
         _expect_tensor_close(got, want.detach(), f"d_model={d}, {h} heads, T={T}")
     return "heads of d_k = d_model/H, scale 1/√d_k, concatenated, W_O applied once"
+
+
+@exercise("ch11-gqa-backward")
+def check_ch11_gqa_backward(gqa_attention_backward):
+    """gqa_attention_backward(q, k, v, G_O): the gradients (G_Q, G_K, G_V) of causal grouped-query
+    attention, q [B, H, T, d], k [B, H_kv, T, d], v [B, H_kv, T, d_v], query head h reading
+    key/value head h // (H / H_kv), computed without autograd (the answer runs under
+    ``without_autograd``); the oracle is autograd through F.scaled_dot_product_attention
+    with enable_gqa=True. Each gradient is checked on its own, G_V first."""
+    expect_callable(gqa_attention_backward, "gqa_attention_backward(q, k, v, G_O)")
+    gen = torch.Generator().manual_seed(23)
+    for (B, H, H_kv, T, d, d_v), what in [((1, 2, 2, 4, 3, 2), "ordinary multi-head (H_kv = H = 2)"),
+                                          ((2, 4, 2, 5, 4, 3), "H = 4 query heads sharing H_kv = 2"),
+                                          ((1, 6, 1, 3, 2, 2), "multi-query (H_kv = 1, H = 6)")]:
+        q = torch.randn(B, H, T, d, generator=gen, dtype=torch.float64)
+        k = torch.randn(B, H_kv, T, d, generator=gen, dtype=torch.float64)
+        v = torch.randn(B, H_kv, T, d_v, generator=gen, dtype=torch.float64)
+        G_O = torch.randn(B, H, T, d_v, generator=gen, dtype=torch.float64)
+        qa, ka, va = (t.clone().requires_grad_(True) for t in (q, k, v))
+        F.scaled_dot_product_attention(qa, ka, va, is_causal=True, enable_gqa=True).backward(G_O)
+        got = without_autograd(gqa_attention_backward)(q.clone(), k.clone(), v.clone(), G_O.clone())
+        if not isinstance(got, (tuple, list)) or len(got) != 3:
+            raise CheckFailure(f"{what}: expected a tuple (G_Q, G_K, G_V), got {type(got).__name__}")
+        for name, g, want in [("G_V", got[2], va.grad), ("G_K", got[1], ka.grad),
+                              ("G_Q", got[0], qa.grad)]:
+            if isinstance(g, torch.Tensor) and tuple(g.shape) != tuple(want.shape):
+                raise CheckFailure(f"{what}: {name} should have the shape of its input, "
+                                   f"{tuple(want.shape)}, got {tuple(g.shape)}")
+            expect_tensor_close(g, want, f"{what}: {name} against autograd", rtol=1e-9,
+                                atol=1e-11, tensor_only=True)
+    return ("G_V = Pᵀ G_O and G_K = c G_Sᵀ Q summed over the query heads of each group, "
+            "G_Q = c G_S K per head")

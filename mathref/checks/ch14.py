@@ -6,7 +6,7 @@ import torch
 from mathref.checks.core import expect, expect_callable, expect_close, exercise
 
 __all__ = ["check_ch14_next_token_pairs", "check_ch14_perplexity_bpb", "check_ch14_top_k",
-           "check_ch14_top_p"]
+           "check_ch14_top_p", "check_ch14_rope_decode_step"]
 
 
 def _pair(result, what):
@@ -111,3 +111,52 @@ def check_ch14_top_p(top_p_probs):
                    f"{[round(v, 4) for v in want[row].tolist()]}, got "
                    f"{[round(v, 4) for v in got[row].double().tolist()]}")
     return "nucleus kept in the original order and renormalized"
+
+
+def _rope_half(x, positions, base=10000.0):
+    """RoPE in the half-split layout, written as a complex product (independent of mathref)."""
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)
+    angle = positions.to(torch.float64)[:, None] * theta                   # [T, d/2]
+    z = torch.complex(x[..., : d // 2], x[..., d // 2:]) * torch.polar(torch.ones_like(angle), angle)
+    return torch.cat([z.real, z.imag], dim=-1)
+
+
+@exercise("ch14-rope-decode-step")
+def check_ch14_rope_decode_step(rope_decode_step):
+    """rope_decode_step(q_new, k_new, v_new, k_cache, v_cache) → (out, k_cache, v_cache)."""
+    expect_callable(rope_decode_step, "rope_decode_step(q_new, k_new, v_new, k_cache, v_cache)")
+    g = torch.Generator().manual_seed(14)
+    for B, H, T, d in ((2, 3, 7, 8), (1, 1, 5, 4), (1, 2, 4, 16)):
+        q, k, v = (torch.randn(B, H, T, d, generator=g, dtype=torch.float64) for _ in range(3))
+        pos = torch.arange(T)
+        q_rot, k_rot = _rope_half(q, pos), _rope_half(k, pos)
+        scores = q_rot @ k_rot.transpose(-2, -1) / math.sqrt(d)
+        scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        full = torch.softmax(scores, dim=-1) @ v                          # causal attention, all rows
+        k_cache = torch.zeros(B, H, 0, d, dtype=torch.float64)
+        v_cache = torch.zeros(B, H, 0, d, dtype=torch.float64)
+        where = f"(B={B}, H={H}, d_k={d})"
+        for t in range(T):
+            got = rope_decode_step(q[:, :, t:t + 1], k[:, :, t:t + 1], v[:, :, t:t + 1],
+                                   k_cache, v_cache)
+            expect(isinstance(got, (tuple, list)) and len(got) == 3,
+                   f"return the triple (out, k_cache, v_cache), got {type(got).__name__}")
+            out, k_cache, v_cache = got
+            expect(all(isinstance(x, torch.Tensor) for x in got), "out and the caches must be tensors")
+            expect(tuple(k_cache.shape) == (B, H, t + 1, d) and tuple(v_cache.shape) == (B, H, t + 1, d),
+                   f"after decoding position {t} the caches must be [B, H, {t + 1}, d_k] = "
+                   f"{[B, H, t + 1, d]}, got {list(k_cache.shape)} and {list(v_cache.shape)}")
+            expect(torch.allclose(v_cache, v[:, :, :t + 1], atol=1e-12),
+                   f"after position {t} {where}, v_cache must hold the values of positions 0…{t} "
+                   "unrotated, in order")
+            err = float((k_cache - k_rot[:, :, :t + 1]).abs().max())
+            expect(err < 1e-9, f"after position {t} {where}, k_cache must hold the keys rotated at "
+                               f"their own positions 0…{t}; max error {err:.3g} (the new key is at "
+                               f"position S = {t})")
+            expect(tuple(out.shape) == (B, H, 1, d),
+                   f"out must be [B, H, 1, d_k] = {[B, H, 1, d]}, got {list(out.shape)}")
+            err = float((out - full[:, :, t:t + 1]).abs().max())
+            expect(err < 1e-9, f"the output at position {t} {where} must equal full causal attention "
+                               f"with RoPE; max error {err:.3g}")
+    return "query and key rotated at position S, key and value appended, attention over all S + 1 keys"

@@ -5,7 +5,7 @@ from mathref.checks.core import exercise, expect, expect_callable, expect_close
 
 __all__ = ["check_ch15_kv_cache_bytes", "check_ch15_crossover_length",
            "check_ch15_flops_per_token", "check_ch15_merge_softmax_states",
-           "check_ch15_loss_scale_update"]
+           "check_ch15_loss_scale_update", "check_ch15_flash_tile_step"]
 
 
 @exercise("ch15-kv-cache-bytes")
@@ -110,3 +110,47 @@ def check_ch15_loss_scale_update(update_scale):
     expect_close(scale, 2.0 ** 16, "scale after 2 overflows and 6 clean steps (interval 3)",
                  rtol=1e-12)
     return "halve and reset on overflow; double after growth_interval clean steps"
+
+
+@exercise("ch15-flash-tile-step")
+def check_ch15_flash_tile_step(flash_tile_step):
+    """flash_tile_step(q, k_tile, v_tile, m, l, acc) → (m, l, acc) after one key/value tile."""
+    import torch
+
+    expect_callable(flash_tile_step, "flash_tile_step(q, k_tile, v_tile, m, l, acc)")
+    g = torch.Generator().manual_seed(151)
+    for T_q, T, d, b_k, shift in ((4, 12, 8, 4, 0.0), (3, 10, 5, 3, 0.0), (5, 9, 16, 2, 1000.0),
+                                  (2, 7, 4, 7, 0.0)):
+        q = torch.randn(T_q, d, generator=g, dtype=torch.float64) * 2.0
+        k = torch.randn(T, d, generator=g, dtype=torch.float64) * 2.0
+        v = torch.randn(T, d, generator=g, dtype=torch.float64)
+        if shift:                  # scores near 1000 in the later tiles: e^s overflows, the max rises
+            k[b_k:] += shift * q.mean(0) / q.mean(0).pow(2).sum() * math.sqrt(d)
+        scores = q @ k.T / math.sqrt(d)
+        m = torch.full((T_q,), float("-inf"), dtype=torch.float64)
+        l = torch.zeros(T_q, dtype=torch.float64)
+        acc = torch.zeros(T_q, d, dtype=torch.float64)
+        where = f"(B_q={T_q}, T={T}, d={d}, tiles of {b_k}{', scores near 1000' if shift else ''})"
+        for start in range(0, T, b_k):
+            got = flash_tile_step(q, k[start:start + b_k], v[start:start + b_k], m, l, acc)
+            expect(isinstance(got, tuple) and len(got) == 3,
+                   f"return the triple (m, l, acc), got {type(got).__name__}")
+            m, l, acc = (torch.as_tensor(t, dtype=torch.float64) for t in got)
+            expect(m.shape == (T_q,) and l.shape == (T_q,) and acc.shape == (T_q, d),
+                   f"shapes must stay m {[T_q]}, l {[T_q]}, acc {[T_q, d]}; got "
+                   f"{list(m.shape)}, {list(l.shape)}, {list(acc.shape)}")
+            seen = scores[:, :start + b_k]
+            m_want = seen.max(dim=-1).values
+            expect(torch.allclose(m, m_want, rtol=1e-12, atol=1e-12),
+                   f"after the tile starting at key {start} {where}, m must be the running row max "
+                   f"of the scores q kᵀ/√d; max error {float((m - m_want).abs().max()):.3g}")
+            l_want = torch.exp(seen - m_want[:, None]).sum(dim=-1)
+            err = float((l - l_want).abs().max() / l_want.abs().max())
+            expect(math.isfinite(err) and err < 1e-9,
+                   f"after the tile starting at key {start} {where}, l must be Σ exp(s − m) over the "
+                   f"keys seen so far; relative error {err:.3g}")
+        want = torch.softmax(scores, dim=-1) @ v
+        err = float((acc / l[:, None] - want).abs().max())
+        expect(math.isfinite(err) and err < 1e-9,
+               f"acc / l after the last tile must equal softmax(q kᵀ/√d) v {where}; max error {err:.3g}")
+    return "m, ℓ and o rescaled by e^(m − m') at every tile; acc / ℓ is softmax attention"

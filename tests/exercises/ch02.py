@@ -70,6 +70,22 @@ def lr_smallest_eigenvalue(X):
     return 2.0 / torch.linalg.eigvalsh((2.0 / X.shape[0]) * Xt.T @ Xt).min().item()
 
 
+# A right answer that uses autograd, which the statement forbids: it must fail.
+def grad_by_autograd(X, W, b, Y):
+    W, b = W.detach().clone().requires_grad_(True), b.detach().clone().requires_grad_(True)
+    loss = ((X @ W + b - Y) ** 2).sum() / X.shape[0]
+    return tuple(torch.autograd.grad(loss, [W, b]))
+
+
+def grad_by_backward_with_enable_grad(X, W, b, Y):
+    with torch.enable_grad():
+        W, b = W.detach().clone().requires_grad_(True), b.detach().clone().requires_grad_(True)
+        (((X @ W + b - Y) ** 2).sum() / X.shape[0]).backward()
+        return W.grad, b.grad
+
+
+AUTOGRAD_CHEATS = {"ch02-mse-gradient": [grad_by_autograd, grad_by_backward_with_enable_grad]}
+
 WRONG_ANSWERS = {
     "ch02-steepest-descent": [ascent_direction, unnormalized_direction, l1_normalized_direction],
     "ch02-mse-gradient": [grad_sign_slip, grad_sse, grad_missing_two, grad_bias_not_summed],

@@ -84,6 +84,20 @@ def silu_no_upstream(x, grad_y):
     return s + x * s * (1 - s)
 
 
+# A right answer that uses autograd, which the statement forbids: it must fail.
+def vjp_by_backward(x, W, v):
+    x, W = x.detach().clone().requires_grad_(True), W.detach().clone().requires_grad_(True)
+    torch.tanh(x @ W).backward(v)
+    return x.grad, W.grad
+
+
+def vjp_by_torch_func(x, W, v):
+    _, pullback = torch.func.vjp(lambda x_, W_: torch.tanh(x_ @ W_), x, W)
+    return pullback(v)
+
+
+AUTOGRAD_CHEATS = {"ch04-linear-tanh-vjp": [vjp_by_backward, vjp_by_torch_func]}
+
 WRONG_ANSWERS = {
     "ch04-sigmoid-backward": [sigmoid_no_upstream, sigmoid_of_input, sigmoid_tanh_rule],
     "ch04-topological-order": [topo_no_visited, topo_parents_first, topo_breadth_first],

@@ -109,6 +109,56 @@ def mha_wo_per_head(x, W_Q, W_K, W_V, W_O, n_heads):
     return _mha(x, W_Q, W_K, W_V, W_O, n_heads, wo_per_head=True)
 
 
+# ---- ch11-gqa-backward
+def _gqa_bw(q, k, v, G_O, reduce="sum", interleave=False, scale=True, autograd=False):
+    B, H, T, d = q.shape
+    H_kv = k.shape[1]
+    rep = H // H_kv
+    index = torch.arange(H) % H_kv if interleave else torch.arange(H) // rep
+    K, V = k[:, index], v[:, index]
+    c = 1 / math.sqrt(d) if scale else 1.0
+    S = c * q @ K.transpose(-2, -1)
+    S = S.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), -math.inf)
+    P = torch.softmax(S, -1)
+    G_V = P.transpose(-2, -1) @ G_O
+    G_P = G_O @ V.transpose(-2, -1)
+    G_S = P * (G_P - (G_P * P).sum(-1, keepdim=True))
+    G_Q = c * G_S @ K
+    G_K = c * G_S.transpose(-2, -1) @ q
+
+    def fold(g):
+        out = torch.zeros(B, H_kv, *g.shape[2:], dtype=g.dtype)
+        if reduce == "first":
+            return g[:, ::rep] if not interleave else g[:, :H_kv]
+        out.index_add_(1, index, g)
+        return out / rep if reduce == "mean" else out
+    return G_Q, fold(G_K), fold(G_V)
+
+
+def gqa_bw_mean_over_group(q, k, v, G_O):
+    return _gqa_bw(q, k, v, G_O, reduce="mean")
+
+
+def gqa_bw_first_head_only(q, k, v, G_O):
+    return _gqa_bw(q, k, v, G_O, reduce="first")
+
+
+def gqa_bw_interleaved_groups(q, k, v, G_O):
+    return _gqa_bw(q, k, v, G_O, interleave=True)
+
+
+def gqa_bw_no_scale(q, k, v, G_O):
+    return _gqa_bw(q, k, v, G_O, scale=False)
+
+
+def gqa_bw_by_autograd(q, k, v, G_O):
+    # the shortcut the statement forbids: refused by without_autograd
+    import torch.nn.functional as F
+    qa, ka, va = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    F.scaled_dot_product_attention(qa, ka, va, is_causal=True, enable_gqa=True).backward(G_O)
+    return qa.grad, ka.grad, va.grad
+
+
 WRONG_ANSWERS = {
     "ch11-causal-mask": [mask_reversed, mask_strict, mask_boolean, mask_large_negative_wrong_side],
     "ch11-mha-param-count": [count_ignores_gqa, count_always_bias, count_wo_per_head],
@@ -117,4 +167,6 @@ WRONG_ANSWERS = {
     "ch11-softmax-backward": [softmax_bw_missing_term, softmax_bw_column_sum, softmax_bw_missing_p,
                               softmax_bw_transposed_jacobian_row],
     "ch11-multi-head": [mha_scaled_by_sqrt_dmodel, mha_bad_head_split, mha_wo_per_head],
+    "ch11-gqa-backward": [gqa_bw_mean_over_group, gqa_bw_first_head_only, gqa_bw_interleaved_groups,
+                          gqa_bw_no_scale, gqa_bw_by_autograd],
 }

@@ -80,6 +80,43 @@ def scale_never_backs_off(scale, good_steps, found_inf, growth_interval):
     return scale, good_steps
 
 
+def _tile_scores(q, k_tile, scale=True):
+    return q @ k_tile.T / (q.shape[-1] ** 0.5 if scale else 1.0)
+
+
+def tile_acc_not_rescaled(q, k_tile, v_tile, m, l, acc):
+    s = _tile_scores(q, k_tile)
+    m_new = torch.maximum(m, s.max(-1).values)
+    p = torch.exp(s - m_new[:, None])
+    return m_new, l * torch.exp(m - m_new) + p.sum(-1), acc + p @ v_tile
+
+
+def tile_without_scale(q, k_tile, v_tile, m, l, acc):
+    s = _tile_scores(q, k_tile, scale=False)
+    m_new = torch.maximum(m, s.max(-1).values)
+    c, p = torch.exp(m - m_new), torch.exp(s - m_new[:, None])
+    return m_new, l * c + p.sum(-1), acc * c[:, None] + p @ v_tile
+
+
+def tile_max_of_tile_only(q, k_tile, v_tile, m, l, acc):
+    s = _tile_scores(q, k_tile)
+    m_new = s.max(-1).values                   # forgets the earlier tiles' maximum
+    c, p = torch.exp(m - m_new), torch.exp(s - m_new[:, None])
+    return m_new, l * c + p.sum(-1), acc * c[:, None] + p @ v_tile
+
+
+def tile_rescale_sign_flipped(q, k_tile, v_tile, m, l, acc):
+    s = _tile_scores(q, k_tile)
+    m_new = torch.maximum(m, s.max(-1).values)
+    c, p = torch.exp(m_new - m).nan_to_num(0.0, posinf=0.0), torch.exp(s - m_new[:, None])
+    return m_new, l * c + p.sum(-1), acc * c[:, None] + p @ v_tile
+
+
+def tile_no_max_subtracted(q, k_tile, v_tile, m, l, acc):
+    s = _tile_scores(q, k_tile)               # exp(s) without the running max: overflows at 1000
+    return torch.maximum(m, s.max(-1).values), l + torch.exp(s).sum(-1), acc + torch.exp(s) @ v_tile
+
+
 WRONG_ANSWERS = {
     "ch15-kv-cache-bytes": [kv_without_factor_two, kv_in_bits, kv_without_batch],
     "ch15-crossover-length": [crossover_always_6d, crossover_multiply_adds_mixed,
@@ -90,4 +127,6 @@ WRONG_ANSWERS = {
                                   merge_acc_not_rescaled],
     "ch15-loss-scale-update": [scale_no_reset_on_overflow, scale_grows_one_step_late,
                                scale_never_backs_off],
+    "ch15-flash-tile-step": [tile_acc_not_rescaled, tile_without_scale, tile_max_of_tile_only,
+                             tile_rescale_sign_flipped, tile_no_max_subtracted],
 }

@@ -1,0 +1,31 @@
+"""Exercises whose statement says "without autograd" (chapters 2-4): a right answer that asks
+autograd for the gradient must fail its checker, with a message that says why, while the
+notebook's own hand-written solution passes (tests/test_exercises.py)."""
+import importlib
+import pkgutil
+
+import pytest
+
+from mathref.checks import CHECKS, ExerciseCheckFailed
+from tests import exercises
+
+CHEATS = {}
+for module in pkgutil.iter_modules(exercises.__path__):
+    CHEATS.update(getattr(importlib.import_module(f"tests.exercises.{module.name}"),
+                          "AUTOGRAD_CHEATS", {}))
+CASES = [(label, i) for label, answers in sorted(CHEATS.items()) for i in range(len(answers))]
+# every exercise whose statement says "without autograd" / "no autograd" in chapters 1-4
+MUST_BE_ENFORCED = {"ch02-mse-gradient", "ch03-output-delta", "ch03-two-layer-backward",
+                    "ch04-linear-tanh-vjp"}
+
+
+def test_every_without_autograd_exercise_has_a_cheat_to_refuse():
+    assert MUST_BE_ENFORCED <= set(CHEATS)
+
+
+@pytest.mark.parametrize("label, index", CASES, ids=[f"{l}-cheat{i}" for l, i in CASES])
+def test_autograd_answer_fails_with_a_reason(label, index, capsys):
+    with pytest.raises(ExerciseCheckFailed, match="without autograd") as failure:
+        CHECKS[label](CHEATS[label][index])
+    assert failure.value.label == label
+    assert "✅" not in capsys.readouterr().out
