@@ -13,6 +13,9 @@ import math
 import torch
 from torch import nn
 
+from mathref._validation import check_int, check_number, check_probability, check_tensor, \
+    resolve_device
+
 __all__ = ["causal_mask", "padding_mask", "to_additive_mask", "attention_weights",
            "scaled_dot_product_attention", "softmax_backward", "attention_backward",
            "AttentionFunction", "MultiHeadAttention", "repeat_kv"]
@@ -24,7 +27,9 @@ def causal_mask(T, S=None, device=None, dtype=torch.float32):
     The offset aligns the mask to the bottom right, so T new queries at the end of S cached
     keys see everything before them (for T = S it is the usual lower triangle).
     """
-    S = T if S is None else S
+    T = check_int("T", T, min=0)
+    S = T if S is None else check_int("S", S, min=0)
+    device = resolve_device(device)
     if T > S:
         raise ValueError(f"causal_mask needs T ≤ S (queries are the last T of S positions), "
                          f"got T={T}, S={S}")
@@ -34,13 +39,20 @@ def causal_mask(T, S=None, device=None, dtype=torch.float32):
 
 def padding_mask(lengths, S, device=None, dtype=torch.float32):
     """Additive key-padding mask [B, 1, 1, S] from sequence lengths: keys j ≥ length blocked."""
-    lengths = torch.as_tensor(lengths, device=device)
+    S = check_int("S", S, min=0)
+    lengths = torch.as_tensor(lengths, device=resolve_device(device))
+    if lengths.dim() != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must be a 1-D sequence of integers, got {lengths.dtype} of "
+                         f"shape {tuple(lengths.shape)}")
+    if len(lengths) and (lengths.min() < 0 or lengths.max() > S):
+        raise ValueError(f"lengths must lie in [0, S={S}], got {lengths.tolist()}")
     allowed = torch.arange(S, device=lengths.device) < lengths[:, None]
     return to_additive_mask(allowed[:, None, None, :], dtype=dtype)
 
 
 def to_additive_mask(mask, dtype=torch.float32):
     """Boolean (True = allowed) → additive float (0 / −∞); a float mask is returned as is."""
+    check_tensor("mask", mask)
     if mask.dtype == torch.bool:
         return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
             ~mask, float("-inf"))
@@ -50,6 +62,8 @@ def to_additive_mask(mask, dtype=torch.float32):
 
 
 def _check_qkv(q, k, v):
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, x, kind="float")
     if q.dim() < 2 or k.dim() != q.dim() or v.dim() != q.dim():
         raise ValueError(f"q, k, v must have the same number of dims (≥ 2), got shapes "
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
@@ -62,6 +76,8 @@ def _check_qkv(q, k, v):
 
 def repeat_kv(x, n_rep):
     """[B, H_kv, S, d] → [B, H_kv·n_rep, S, d]: each key/value head serves n_rep query heads."""
+    n_rep = check_int("n_rep", n_rep, min=1)
+    check_tensor("x", x, min_dims=3)
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)
 
 
@@ -77,6 +93,7 @@ def _safe_softmax(scores):
 def attention_weights(q, k, mask=None, is_causal=False, scale=None):
     """P = softmax(Q Kᵀ · scale + M) with scale = 1/√d_k by default; shape [..., T, S]."""
     _check_qkv(q, k, k)
+    check_number("scale", scale, optional=True)
     T, S = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale
@@ -99,6 +116,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None
     ``dropout_p``: attention dropout on the weights (inverted scaling), only when ``training``.
     """
     _check_qkv(q, k, v)
+    check_probability("dropout_p", dropout_p, allow_one=False)
     if q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
         if not enable_gqa or q.shape[-3] % k.shape[-3]:
             raise ValueError(f"{q.shape[-3]} query heads and {k.shape[-3]} key/value heads: "
@@ -163,7 +181,10 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, bias=True, dropout=0.0):
         super().__init__()
-        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        d_model = check_int("d_model", d_model, min=1)
+        n_heads = check_int("n_heads", n_heads, min=1)
+        n_kv_heads = n_heads if n_kv_heads is None else check_int("n_kv_heads", n_kv_heads, min=1)
+        check_probability("dropout", dropout, allow_one=False)
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         if n_heads % n_kv_heads:
@@ -191,8 +212,13 @@ class MultiHeadAttention(nn.Module):
         the fused path passes it only when T = S and no mask is given, and an explicit
         bottom-right mask otherwise.
         """
+        check_tensor("x", x, kind="float")
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must be [B, T, {self.d_model}], got {tuple(x.shape)}")
+        if kv is not None and (not isinstance(kv, torch.Tensor) or kv.dim() != 3
+                               or kv.shape[0] not in (x.shape[0], 1) or kv.shape[-1] != self.d_model):
+            raise ValueError(f"kv must be [{x.shape[0]} or 1, S, {self.d_model}], got "
+                             f"{tuple(getattr(kv, 'shape', ())) or type(kv).__name__}")
         kv = x if kv is None else kv
         q = self.split_heads(self.w_q(x), self.n_heads)
         k = self.split_heads(self.w_k(kv), self.n_kv_heads)

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from mathref._validation import check_number
+
 __all__ = ["numerical_derivative", "numerical_gradient", "gradient_descent",
            "check_gradients", "GradientReport"]
 
@@ -28,6 +30,8 @@ def numerical_derivative(f, x, h=1e-5, method="central"):
     method="central":  (f(x + h) − f(x − h)) / (2h)   (truncation error ≈ h²·f'''/6)
     """
     _check_step(h)
+    if not callable(f):
+        raise TypeError(f"f must be a function, got {type(f).__name__}")
     if method == "forward":
         return (f(x + h) - f(x)) / h
     if method == "backward":
@@ -71,8 +75,9 @@ def gradient_descent(grad_fn, x0, lr, steps):
     """
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
         raise ValueError(f"steps must be a non-negative int, got {steps!r}")
-    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not lr > 0:
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    check_number("lr", lr, min=0.0, min_open=True)      # NaN and inf refused
+    if not callable(grad_fn):
+        raise TypeError(f"grad_fn must be a function of x, got {type(grad_fn).__name__}")
     if isinstance(x0, torch.Tensor):
         x = x0.detach().clone()
     elif isinstance(x0, (int, float)) and not isinstance(x0, bool):

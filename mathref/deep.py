@@ -13,6 +13,8 @@ import math
 import torch
 from torch import nn
 
+from mathref._validation import check_int, check_number
+
 __all__ = ["fan_in_and_fan_out", "calculate_gain", "xavier_", "kaiming_", "dropout", "Dropout",
            "ResidualBlock", "DeepMLP", "deep_mlp", "layer_statistics"]
 
@@ -79,6 +81,7 @@ def xavier_(tensor, gain=1.0, distribution="normal", generator=None):
     variance. Matches ``nn.init.xavier_normal_`` / ``nn.init.xavier_uniform_``.
     """
     _check_tensor(tensor)
+    check_number("gain", gain, min=0.0)
     fan_in, fan_out = fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / (fan_in + fan_out))
     return _fill(tensor, std, distribution, generator)
@@ -149,6 +152,8 @@ class ResidualBlock(nn.Module):
 
     def __init__(self, width, activation="relu", residual=False, norm=False, alpha=1.0):
         super().__init__()
+        width = check_int("width", width, min=1)
+        check_number("alpha", alpha)
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
         self.norm = nn.LayerNorm(width) if norm else nn.Identity()
@@ -168,6 +173,10 @@ class DeepMLP(nn.Module):
     def __init__(self, in_features, width, depth, out_features, activation="relu",
                  residual=False, norm=False, alpha=1.0):
         super().__init__()
+        for name, value in (("in_features", in_features), ("width", width),
+                            ("out_features", out_features)):
+            check_int(name, value, min=1)
+        check_int("depth", depth, min=0)
         self.inp = nn.Linear(in_features, width)
         self.blocks = nn.ModuleList(ResidualBlock(width, activation, residual, norm, alpha)
                                     for _ in range(depth))

@@ -9,6 +9,8 @@ import random
 import numpy as np
 import torch
 
+from mathref._validation import resolve_device
+
 __all__ = ["get_device", "seed_everything", "autocast_dtype", "describe_environment"]
 
 _DEVICE_ENV = "MATHREF_DEVICE"
@@ -22,12 +24,7 @@ def get_device(prefer=None):
     """
     choice = prefer if prefer is not None else os.environ.get(_DEVICE_ENV, "").strip()
     if choice:
-        device = torch.device(choice)
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device={choice!r} was requested but CUDA is not available")
-        if device.type == "mps" and not _mps_available():
-            raise ValueError(f"device={choice!r} was requested but MPS is not available")
-        return device
+        return resolve_device(choice, "prefer" if prefer is not None else _DEVICE_ENV)
     if torch.cuda.is_available():
         return torch.device("cuda")
     if _mps_available():
@@ -56,7 +53,7 @@ def autocast_dtype(device):
     bfloat16 on CUDA GPUs of compute capability 8.0+ (A100, H100, ...), float16 on older CUDA
     GPUs (they need loss scaling, see chapter 15), float32 (no autocast) on CPU and MPS.
     """
-    device = torch.device(device)
+    device = resolve_device(device)
     if device.type == "cuda":
         major, _ = torch.cuda.get_device_capability(device)
         return torch.bfloat16 if major >= 8 else torch.float16
@@ -67,7 +64,7 @@ def describe_environment(device=None):
     """One line naming the versions and the device: printed by every chapter's setup cell."""
     from mathref import __version__
 
-    device = torch.device(device) if device is not None else get_device()
+    device = resolve_device(device) if device is not None else get_device()
     name = "CPU"
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)

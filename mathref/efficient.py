@@ -19,6 +19,8 @@ import torch
 
 from mathref.attention import _check_qkv
 
+from mathref._validation import check_int, check_number, check_tensor
+
 __all__ = ["online_softmax", "flash_attention", "flash_attention_backward",
            "FlashAttentionFunction", "linear_attention", "kv_cache_bytes", "attention_flops",
            "layer_flops", "attention_memory_bytes", "DynamicLossScaler"]
@@ -27,8 +29,10 @@ __all__ = ["online_softmax", "flash_attention", "flash_attention_backward",
 def online_softmax(x, block=4):
     """Softmax of a 1-D tensor computed in one streaming pass over blocks (running max and sum),
     then normalized. Equal to ``torch.softmax(x, 0)``; shows the rescaling rule."""
+    check_tensor("x", x, kind="float")
     if x.dim() != 1:
         raise ValueError(f"online_softmax takes a 1-D tensor, got shape {tuple(x.shape)}")
+    block = check_int("block", block, min=1)
     m = torch.tensor(float("-inf"), dtype=x.dtype, device=x.device)
     total = torch.zeros((), dtype=x.dtype, device=x.device)
     for start in range(0, x.numel(), block):
@@ -52,8 +56,8 @@ def flash_attention(q, k, v, is_causal=False, block_q=32, block_k=32, scale=None
     lse_i = m_i + log ℓ_i ([..., T]), the only statistic that backward needs.
     """
     _check_qkv(q, k, v)
-    if block_q < 1 or block_k < 1:
-        raise ValueError(f"block sizes must be positive, got {block_q}, {block_k}")
+    block_q, block_k = check_int("block_q", block_q, min=1), check_int("block_k", block_k, min=1)
+    check_number("scale", scale, optional=True)
     T, S = q.shape[-2], k.shape[-2]
     if is_causal and T > S:
         raise ValueError(f"causal attention needs T ≤ S, got T={T}, S={S}")
@@ -164,6 +168,7 @@ def linear_attention(q, k, v, is_causal=False, feature_map=_elu_plus_one, eps=1e
     It is a different model from softmax attention (the kernel φ(q)ᵀφ(k) replaces e^(q·k)).
     """
     _check_qkv(q, k, v)
+    check_number("eps", eps, min=0.0)
     fq, fk = feature_map(q), feature_map(k)
     if is_causal:
         if q.shape[-2] != k.shape[-2]:
@@ -188,8 +193,7 @@ def kv_cache_bytes(n_layers, batch, n_kv_heads, seq_len, d_head, bytes_per_eleme
     for name, value in (("n_layers", n_layers), ("batch", batch), ("n_kv_heads", n_kv_heads),
                         ("seq_len", seq_len), ("d_head", d_head),
                         ("bytes_per_element", bytes_per_element)):
-        if not isinstance(value, (int, float)) or value <= 0:
-            raise ValueError(f"{name} must be positive, got {value!r}")
+        check_number(name, value, min=0.0, min_open=True)
     return 2 * n_layers * batch * n_kv_heads * seq_len * d_head * bytes_per_element
 
 

@@ -19,6 +19,8 @@ from mathref.losses import cross_entropy
 from mathref.norm import LayerNorm, RMSNorm
 from mathref.positions import apply_rope, rope_cache
 from mathref.transformer import FeedForward
+from mathref._validation import check_int, check_number, check_probability, check_tensor, \
+    check_token_ids
 
 __all__ = ["GPTConfig", "GPT", "CausalSelfAttention", "Block", "KVCache", "sample_next", "generate",
            "sequence_log_prob", "beam_search"]
@@ -29,6 +31,21 @@ _STYLES = {
     "modern": dict(positions="rope", norm="rms", activation="relu2", qk_norm=True,
                    tie_embeddings=False, bias=False),
 }
+
+
+def _check_config_fields(config):
+    """Sizes, rates and switches of a GPTConfig, each named with the value received."""
+    for name in ("vocab_size", "block_size", "n_layer", "n_head", "d_model"):
+        check_int(name, getattr(config, name), min=1)
+    check_int("n_kv_head", config.n_kv_head, min=1, optional=True)
+    check_int("d_ff", config.d_ff, min=1, optional=True)
+    check_probability("dropout", config.dropout, allow_one=False)
+    check_number("rope_base", config.rope_base, min=1.0, min_open=True)
+    check_number("norm_eps", config.norm_eps, min=0.0, min_open=True)
+    for name in ("qk_norm", "tie_embeddings", "bias", "fused"):
+        value = getattr(config, name)
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"{name} must be True, False or None, got {value!r}")
 
 
 @dataclass
@@ -57,6 +74,7 @@ class GPTConfig:
                                    # mathref's readable paths (tested equal)
 
     def __post_init__(self):
+        _check_config_fields(self)
         if self.style not in _STYLES:
             raise ValueError(f"style must be one of {sorted(_STYLES)}, got {self.style!r}")
         for name, value in _STYLES[self.style].items():
@@ -66,6 +84,11 @@ class GPTConfig:
             self.n_kv_head = self.n_head
         if self.d_model % self.n_head:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
+        if self.n_head % self.n_kv_head:
+            raise ValueError(f"n_head={self.n_head} is not divisible by n_kv_head={self.n_kv_head}")
+        if self.activation not in ("gelu_tanh", "gelu", "relu", "relu2", "swiglu", "silu"):
+            raise ValueError(f"activation must be one of 'gelu_tanh', 'gelu', 'relu', 'relu2', "
+                             f"'swiglu', 'silu', got {self.activation!r}")
         if self.positions not in ("learned", "rope"):
             raise ValueError(f"positions must be 'learned' or 'rope', got {self.positions!r}")
         if self.norm not in ("layer", "rms"):
@@ -173,6 +196,8 @@ class GPT(nn.Module):
 
     def __init__(self, config):
         super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
         self.config = config
         d = config.d_model
         self.tok_emb = nn.Embedding(config.vocab_size, d)
@@ -201,8 +226,16 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def forward(self, idx, targets=None, cache=None):
-        if idx.dim() != 2:
-            raise ValueError(f"idx must be [B, T] token ids, got shape {tuple(idx.shape)}")
+        if not torch.compiler.is_compiling():     # (data-dependent checks break a graph)
+            check_tensor("idx", idx)
+            if idx.dim() != 2:
+                raise ValueError(f"idx must be [B, T] token ids, got shape {tuple(idx.shape)}")
+            check_token_ids("idx", idx, self.config.vocab_size)
+            if targets is not None:
+                check_token_ids("targets", targets, self.config.vocab_size, allow=(-100,))
+                if targets.shape != idx.shape:
+                    raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, "
+                                     f"got {tuple(targets.shape)}")
         B, T = idx.shape
         start = len(cache) if cache is not None else 0
         if start + T > self.config.block_size:
@@ -243,12 +276,14 @@ class GPT(nn.Module):
     def flops_per_token(self, T=None):
         """Training FLOPs per token ≈ 6N + 12·L·d·T (forward 2N + 4LdT for the attention
         scores and the weighted values, backward twice the forward)."""
-        T = self.config.block_size if T is None else T
+        T = self.config.block_size if T is None else check_int("T", T, min=1)
         c = self.config
         return 6 * self.matmul_parameters() + 12 * c.n_layer * c.d_model * T
 
     def mfu(self, tokens_per_second, peak_flops, T=None):
         """Model FLOPs utilization: achieved training FLOP/s over the hardware's peak."""
+        check_number("tokens_per_second", tokens_per_second, min=0.0)
+        check_number("peak_flops", peak_flops, min=0.0, min_open=True)
         return self.flops_per_token(T) * tokens_per_second / peak_flops
 
     # ---- loading GPT-2 --------------------------------------------------------------------
@@ -291,10 +326,14 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None)
     """Next token ids [B] from logits [B, V]: divide by the temperature first, then keep the
     top_k largest and/or the smallest set whose probability reaches top_p, renormalize, sample.
     temperature=0 means greedy (argmax)."""
-    if logits.dim() != 2:
-        raise ValueError(f"logits must be [B, V], got shape {tuple(logits.shape)}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be ≥ 0, got {temperature}")
+    check_tensor("logits", logits, dims=2, kind="float")
+    temperature = check_number("temperature", temperature, min=0.0)
+    check_int("top_k", top_k, min=1, optional=True)
+    if top_p is not None:
+        check_number("top_p", top_p, min=0.0, max=1.0, min_open=True)
+    if torch.isnan(logits).any() or torch.isposinf(logits).any():
+        raise ValueError("logits contain NaN or +inf: the model's output is not finite "
+                         "(check the weights and the training loss)")
     if temperature == 0:
         return logits.argmax(dim=-1)
     logits = logits.float() / temperature
@@ -321,6 +360,8 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     """Append ``max_new_tokens`` sampled tokens to idx [B, T]. With ``use_cache`` the prompt is
     processed once and each new token costs one position per layer; once the context is full
     the window slides and is recomputed, exactly as without the cache."""
+    check_tensor("idx", idx, dims=2, kind="int")
+    check_int("max_new_tokens", max_new_tokens, min=0)
     was_training = model.training
     model.eval()
     block = model.config.block_size
@@ -345,6 +386,8 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
 def sequence_log_prob(model, idx, n_prompt):
     """Σ_{t ≥ n_prompt} log p(x_t | x_<t) for each row of idx [B, T]: the log-probability the
     model gives to the continuation after the first n_prompt tokens (in nats)."""
+    check_tensor("idx", idx, dims=2, kind="int")
+    n_prompt = check_int("n_prompt", n_prompt)
     if idx.dim() != 2 or not 1 <= n_prompt < idx.shape[1]:
         raise ValueError(f"need idx [B, T] and 1 ≤ n_prompt < T, got shape {tuple(idx.shape)} "
                          f"and n_prompt={n_prompt}")
@@ -365,11 +408,12 @@ def beam_search(model, idx, max_new_tokens, beam_width=4):
     highest total log-probability Σ log p(x_t | x_<t), extend each by every token, keep the best
     beam_width again. Returns (best sequence [1, T + max_new_tokens], its log-probability).
     beam_width=1 is greedy decoding; a beam as wide as V^(n−1) is exhaustive search."""
-    if idx.dim() != 2 or idx.shape[0] != 1:
-        raise ValueError(f"beam_search takes one prompt [1, T], got shape {tuple(idx.shape)}")
-    if beam_width < 1 or max_new_tokens < 1:
-        raise ValueError(f"beam_width and max_new_tokens must be ≥ 1, got {beam_width} and "
-                         f"{max_new_tokens}")
+    check_tensor("idx", idx, dims=2, kind="int")
+    if idx.shape[0] != 1:
+        raise ValueError(f"beam_search takes one prompt: idx must be [1, T], got shape "
+                         f"{tuple(idx.shape)}")
+    beam_width = check_int("beam_width", beam_width, min=1)
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, min=1)
     was_training = model.training
     model.eval()
     block = model.config.block_size

@@ -14,6 +14,8 @@ The closed form solves the normal equations X̃ᵀX̃ W̃ = X̃ᵀY by least squ
 """
 import torch
 
+from mathref._validation import check_number
+
 __all__ = ["design_matrix", "mse_loss", "mse_gradient", "mse_hessian", "fit_least_squares",
            "fit_gradient_descent", "minibatch_sgd"]
 
@@ -116,8 +118,7 @@ def _initial(X, Y, W0, b0):
 def _check_run(lr, steps):
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
         raise ValueError(f"steps must be a non-negative int, got {steps!r}")
-    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not lr > 0:
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    check_number("lr", lr, min=0.0, min_open=True)      # NaN and inf refused
 
 
 def fit_gradient_descent(X, Y, lr, steps, W0=None, b0=None):

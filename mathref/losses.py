@@ -15,6 +15,8 @@ import math
 
 import torch
 
+from mathref._validation import check_int, check_probability, check_tensor
+
 __all__ = ["softmax", "log_softmax", "logsumexp", "softmax_jacobian", "cross_entropy",
            "binary_cross_entropy_with_logits", "mse", "entropy", "kl_divergence",
            "perplexity", "bits_per_byte", "expected_calibration_error"]
@@ -30,6 +32,12 @@ def _float_tensor(x, name):
     if x.dim() == 0:
         raise ValueError(f"{name} must have at least one dimension, got a scalar")
     return x
+
+
+def _check_dim(x, dim):
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -x.dim() <= dim < x.dim():
+        raise ValueError(f"dim must be an int in [{-x.dim()}, {x.dim() - 1}] for a tensor of "
+                         f"shape {tuple(x.shape)}, got {dim!r}")
 
 
 def _check_reduction(reduction):
@@ -52,6 +60,7 @@ def logsumexp(x, dim=-1, keepdim=False):
     the sum is at least 1, so its log is finite. Rows that are all −∞ give −∞.
     """
     _float_tensor(x, "x")
+    _check_dim(x, dim)
     m = x.amax(dim=dim, keepdim=True).detach()
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # all −∞ (or +∞) rows
     out = m + torch.log(torch.exp(x - m).sum(dim=dim, keepdim=True))
@@ -68,6 +77,7 @@ def softmax(x, dim=-1, temperature=1.0):
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) \
             or not temperature > 0 or math.isinf(temperature):
         raise ValueError(f"temperature must be a positive finite number, got {temperature!r}")
+    _check_dim(x, dim)
     z = x / temperature
     e = torch.exp(z - z.amax(dim=dim, keepdim=True).detach())
     return e / e.sum(dim=dim, keepdim=True)
@@ -80,6 +90,7 @@ def log_softmax(x, dim=-1):
     difference exact even when x_i and LSE(x) are both large.
     """
     _float_tensor(x, "x")
+    _check_dim(x, dim)
     shifted = x - x.amax(dim=dim, keepdim=True).detach()
     return shifted - torch.log(torch.exp(shifted).sum(dim=dim, keepdim=True))
 
@@ -111,8 +122,8 @@ def cross_entropy(logits, targets, label_smoothing=0.0, ignore_index=-100, reduc
         raise ValueError(f"expected logits (N, V) and targets (N,), got logits "
                          f"{tuple(logits.shape)} and targets {tuple(targets.shape)}; for a "
                          "language model use logits.reshape(-1, V) and targets.reshape(-1)")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing!r}")
+    check_probability("label_smoothing", label_smoothing)
+    check_int("ignore_index", ignore_index)
     _check_reduction(reduction)
     V = logits.shape[1]
     keep = targets != ignore_index
@@ -140,6 +151,9 @@ def binary_cross_entropy_with_logits(logits, targets, reduction="mean"):
         raise ValueError(f"logits and targets must have the same shape, got "
                          f"{tuple(logits.shape)} and {tuple(targets.shape)}")
     _check_reduction(reduction)
+    if ((targets < 0) | (targets > 1)).any() or targets.isnan().any():
+        raise ValueError(f"targets must be probabilities in [0, 1], got values from "
+                         f"{targets.min().item()} to {targets.max().item()}")
     losses = logits.clamp(min=0) - logits * targets + torch.log1p(torch.exp(-logits.abs()))
     return _reduce(losses, reduction)
 
@@ -157,13 +171,14 @@ def mse(predictions, targets, reduction="mean"):
 
 def _check_distribution(p, name):
     _float_tensor(p, name)
-    if (p < 0).any():
+    if (p < 0).any() or p.isnan().any():
         raise ValueError(f"{name} must be a probability distribution (non-negative entries)")
 
 
 def entropy(p, dim=-1):
     """H(p) = −Σ_i p_i log p_i in nats (divide by ln 2 for bits), with 0 log 0 = 0. See chapter 5."""
     _check_distribution(p, "p")
+    _check_dim(p, dim)
     plogp = torch.where(p > 0, p * torch.log(torch.where(p > 0, p, torch.ones_like(p))),
                         torch.zeros_like(p))
     return -plogp.sum(dim=dim)
@@ -180,6 +195,7 @@ def kl_divergence(p, q, dim=-1):
     if p.shape != q.shape:
         raise ValueError(f"p and q must have the same shape, got {tuple(p.shape)} and "
                          f"{tuple(q.shape)}")
+    _check_dim(p, dim)
     pos = p > 0
     ratio = torch.where(pos, p, torch.ones_like(p)) / torch.where(pos, q, torch.ones_like(q))
     return torch.where(pos, p * torch.log(ratio), torch.zeros_like(p)).sum(dim=dim)
@@ -189,6 +205,8 @@ def perplexity(mean_nll):
     """PPL = exp(mean NLL per token, in nats) = 2^(mean NLL in bits). See chapters 5 and 14."""
     if isinstance(mean_nll, torch.Tensor):
         return torch.exp(mean_nll)
+    if isinstance(mean_nll, float) and math.isnan(mean_nll):
+        raise ValueError("mean_nll is NaN: the loss it came from is not finite")
     if not isinstance(mean_nll, (int, float)) or isinstance(mean_nll, bool):
         raise TypeError(f"mean_nll must be a number or a tensor, got {type(mean_nll).__name__}")
     return math.exp(mean_nll)
@@ -220,8 +238,8 @@ def expected_calibration_error(probs, labels, n_bins=15):
     if probs.dim() != 2 or not isinstance(labels, torch.Tensor) or labels.shape != probs.shape[:1]:
         raise ValueError(f"expected probs (N, V) and labels (N,), got probs "
                          f"{tuple(probs.shape)} and labels {tuple(getattr(labels, 'shape', ()))}")
-    if not isinstance(n_bins, int) or n_bins < 1:
-        raise ValueError(f"n_bins must be a positive int, got {n_bins!r}")
+    n_bins = check_int("n_bins", n_bins, min=1)
+    check_tensor("labels", labels, kind="int")
     confidence, predicted = probs.max(dim=1)
     correct = (predicted == labels).to(probs.dtype)
     bins = torch.clamp(torch.ceil(confidence * n_bins).long() - 1, 0, n_bins - 1)

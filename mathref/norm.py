@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mathref._validation import check_number, check_probability
+
 __all__ = ["batch_norm", "layer_norm", "rms_norm", "BatchNorm1d", "LayerNorm", "RMSNorm",
            "BatchNormFunction", "LayerNormFunction", "RMSNormFunction"]
 
@@ -32,8 +34,7 @@ def _check_tensor(x, name="x"):
 
 
 def _check_eps(eps):
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps >= 0:
-        raise ValueError(f"eps must be a number ≥ 0, got {eps!r}")
+    check_number("eps", eps, min=0.0)
 
 
 def _shape_tuple(normalized_shape):
@@ -263,8 +264,7 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, t
         if n < 2:
             raise ValueError(f"batch_norm in training mode needs more than one value per feature, "
                              f"got x of shape {tuple(x.shape)}")
-        if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"momentum must lie in [0, 1], got {momentum!r}")
+        check_probability("momentum", momentum)
         mu = x.mean(dim=dims)
         var = ((x - _per_feature(mu, x).unsqueeze(0)) ** 2).mean(dim=dims)   # biased
         if running_mean is not None:
@@ -330,6 +330,8 @@ class BatchNorm1d(nn.Module):
         if not isinstance(num_features, int) or num_features <= 0:
             raise ValueError(f"num_features must be a positive int, got {num_features!r}")
         _check_eps(eps)
+        if momentum is not None:
+            check_probability("momentum", momentum)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.manual_backward = manual_backward
         kw = {"device": device, "dtype": dtype}
@@ -345,6 +347,10 @@ class BatchNorm1d(nn.Module):
             self.running_mean = self.running_var = self.num_batches_tracked = None
 
     def forward(self, x):
+        _check_tensor(x)
+        if x.dim() not in (2, 3) or x.shape[1] != self.num_features:
+            raise ValueError(f"x must be (N, {self.num_features}) or (N, {self.num_features}, L) "
+                             f"for BatchNorm1d({self.num_features}), got shape {tuple(x.shape)}")
         use_batch_stats = self.training or not self.track_running_stats
         momentum = 0.0
         if self.training and self.track_running_stats:

@@ -15,16 +15,14 @@ import math
 
 import torch
 
+from mathref._validation import check_int, check_number, check_tensor
+
 __all__ = ["SGD", "RMSProp", "Adam", "AdamW", "newton_schulz", "Muon", "warmup_cosine",
            "inverse_sqrt", "clip_grad_norm_", "decay_param_groups", "optimize_path"]
 
 
 def _check_hyper(name, value, low=0.0, high=None, high_open=False):
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if value < low or (high is not None and (value >= high if high_open else value > high)):
-        bound = f"[{low}, {high}{')' if high_open else ']'}" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be in {bound}, got {value}")
+    check_number(name, value, min=low, max=high, max_open=high_open)   # NaN and ±inf refused
 
 
 def _check_adam_hyper(lr, betas, eps, weight_decay):
@@ -272,10 +270,11 @@ def newton_schulz(G, steps=5, coefficients=MUON_COEFFICIENTS, eps=1e-7, dtype=to
     (bfloat16 by default, as in Muon); a tall G is iterated through its transpose so that XXᵀ
     is the smaller Gram matrix.
     """
+    check_tensor("G", G, kind="float")
     if G.dim() != 2:
         raise ValueError(f"newton_schulz orthogonalizes a matrix, got shape {tuple(G.shape)}")
-    if not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    check_tensor("G", G, kind="float")
+    steps = check_int("steps", steps, min=0)
     a, b, c = coefficients
     tall = G.shape[0] > G.shape[1]
     X = G.to(dtype)
@@ -315,6 +314,7 @@ class Muon(torch.optim.Optimizer):
                  betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=False):
         _check_adam_hyper(lr, betas, eps, weight_decay)
         _check_hyper("momentum", momentum, 0.0, 1.0, high_open=True)
+        ns_steps = check_int("ns_steps", ns_steps, min=0)
         super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=bool(nesterov),
                                       ns_steps=ns_steps, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, foreach=bool(foreach), muon=True))
@@ -353,7 +353,7 @@ def _check_schedule(step, warmup_steps):
         raise TypeError(f"step must be an int, got {type(step).__name__}")
     if step < 0:
         raise ValueError(f"step must be >= 0, got {step}")
-    if not isinstance(warmup_steps, int) or warmup_steps < 0:
+    if not isinstance(warmup_steps, int) or isinstance(warmup_steps, bool) or warmup_steps < 0:
         raise ValueError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
 
 
@@ -372,9 +372,12 @@ def warmup_cosine(step, warmup_steps, total_steps, lr_max, lr_min=0.0):
     first step with η = 0 and reach η_max one step later, at step W. See chapters 6 and 14.
     """
     _check_schedule(step, warmup_steps)
-    if not isinstance(total_steps, int) or total_steps <= warmup_steps:
+    if not isinstance(total_steps, int) or isinstance(total_steps, bool) \
+            or total_steps <= warmup_steps:
         raise ValueError(f"total_steps must be an int > warmup_steps={warmup_steps}, "
                          f"got {total_steps!r}")
+    check_number("lr_max", lr_max, min=0.0)
+    check_number("lr_min", lr_min, min=0.0)
     if lr_min > lr_max:
         raise ValueError(f"lr_min={lr_min} must not exceed lr_max={lr_max}")
     if step < warmup_steps:
@@ -396,6 +399,7 @@ def inverse_sqrt(step, warmup_steps, lr_max):
     _check_schedule(step, warmup_steps)
     if warmup_steps == 0:
         raise ValueError("inverse_sqrt needs warmup_steps >= 1")
+    check_number("lr_max", lr_max, min=0.0)
     s = step + 1
     return lr_max * min(s / warmup_steps, math.sqrt(warmup_steps / s))
 
@@ -408,11 +412,11 @@ def clip_grad_norm_(params, max_norm, eps=1e-6):
     Returns the global norm *before* clipping, as ``torch.nn.utils.clip_grad_norm_`` does
     (same ε = 1e-6). Parameters without a gradient are skipped.
     """
+    check_number("max_norm", max_norm, min=0.0, min_open=True, allow_inf=True)
+    check_number("eps", eps, min=0.0)
     if isinstance(params, torch.Tensor):
         params = [params]
     grads = [p.grad for p in params if p.grad is not None]
-    if not isinstance(max_norm, (int, float)) or max_norm <= 0:
-        raise ValueError(f"max_norm must be a positive number, got {max_norm!r}")
     if not grads:
         return torch.tensor(0.0)
     norms = [torch.linalg.vector_norm(g.detach()).to(grads[0].device) for g in grads]
@@ -432,6 +436,7 @@ def decay_param_groups(model, weight_decay):
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    check_number("weight_decay", weight_decay, min=0.0)
     params = [p for p in model.parameters() if p.requires_grad]
     return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
@@ -444,8 +449,9 @@ def optimize_path(loss, start, make_optimizer, steps):
     ``make_optimizer(params)`` builds the optimizer. The path is a float64 tensor
     [steps + 1, len(start)]; it stops early (shorter) if the loss becomes infinite or NaN.
     """
-    if not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    steps = check_int("steps", steps, min=0)
+    if not callable(loss) or not callable(make_optimizer):
+        raise TypeError("loss and make_optimizer must be callables")
     theta = torch.as_tensor(start, dtype=torch.float64).detach().clone().flatten().requires_grad_()
     opt = make_optimizer([theta])
     path = [theta.detach().clone()]

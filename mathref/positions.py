@@ -15,6 +15,9 @@ import math
 
 import torch
 
+from mathref._validation import (check_choice, check_int, check_number, check_tensor,
+                                resolve_device)
+
 __all__ = ["sinusoidal_positions", "rope_frequencies", "rope_cache", "apply_rope",
            "alibi_slopes", "alibi_bias", "position_interpolation", "ntk_scaled_base",
            "t5_relative_bucket"]
@@ -22,6 +25,9 @@ __all__ = ["sinusoidal_positions", "rope_frequencies", "rope_cache", "apply_rope
 
 def sinusoidal_positions(T, d, base=10000.0, device=None, dtype=torch.float32):
     """The [T, d] table of sinusoidal encodings; sin and cos of pair i share the exponent 2i/d."""
+    T, d = check_int("T", T, min=0), check_int("d", d, min=2)
+    check_number("base", base, min=1.0, min_open=True)
+    device = resolve_device(device)
     if d % 2:
         raise ValueError(f"d must be even for sinusoidal positions, got d={d}")
     p = torch.arange(T, device=device, dtype=torch.float64)[:, None]
@@ -34,6 +40,8 @@ def sinusoidal_positions(T, d, base=10000.0, device=None, dtype=torch.float32):
 
 def rope_frequencies(d_head, base=10000.0, device=None, dtype=torch.float64):
     """θ_i = base^(−2i/d_head) for i = 0 … d_head/2 − 1."""
+    d_head = check_int("d_head", d_head, min=2)
+    check_number("base", base, min=1.0, min_open=True)
     if d_head % 2:
         raise ValueError(f"RoPE needs an even head dimension, got d_head={d_head}")
     i = torch.arange(d_head // 2, device=device, dtype=torch.float64)
@@ -42,7 +50,10 @@ def rope_frequencies(d_head, base=10000.0, device=None, dtype=torch.float64):
 
 def rope_cache(positions, d_head, base=10000.0, device=None, dtype=torch.float32):
     """cos(m·θ_i) and sin(m·θ_i) for each position m: two tensors of shape [T, d_head/2]."""
-    positions = torch.as_tensor(positions, device=device)
+    positions = torch.as_tensor(positions, device=resolve_device(device))
+    if positions.dim() > 1 or positions.is_complex() or positions.dtype == torch.bool:
+        raise ValueError(f"positions must be a number or a 1-D tensor of positions, got "
+                         f"{positions.dtype} of shape {tuple(positions.shape)}")
     if positions.dim() == 0:
         positions = positions[None]
     angles = positions.to(torch.float64)[:, None] * rope_frequencies(d_head, base,
@@ -57,8 +68,10 @@ def apply_rope(x, positions=None, base=10000.0, layout="half", cache=None):
     ``rope_cache`` (cos, sin), each [T, d_head/2]. Apply to queries and keys only, per head;
     then ⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩ depends only on n − m.
     """
+    check_tensor("x", x, kind="float")
     if x.dim() < 2:
         raise ValueError(f"x must be [..., T, d_head], got shape {tuple(x.shape)}")
+    check_number("base", base, min=1.0, min_open=True)
     T, d = x.shape[-2], x.shape[-1]
     if d % 2:
         raise ValueError(f"RoPE needs an even head dimension, got d_head={d}")
@@ -88,8 +101,7 @@ def alibi_slopes(n_heads):
         start = 2.0 ** (-8.0 / n)
         return [start ** (h + 1) for h in range(n)]
 
-    if n_heads < 1:
-        raise ValueError(f"n_heads must be positive, got {n_heads}")
+    n_heads = check_int("n_heads", n_heads, min=1)
     if math.log2(n_heads).is_integer():
         return torch.tensor(power_of_two(n_heads), dtype=torch.float64)
     lower = 2 ** math.floor(math.log2(n_heads))
@@ -100,7 +112,10 @@ def alibi_slopes(n_heads):
 def alibi_bias(n_heads, T, S=None, device=None, dtype=torch.float32):
     """[H, T, S] additive bias −m_h·(distance to the key), bottom-right aligned like the causal
     mask (query i sits at position i + S − T). Future keys get −∞ (ALiBi is causal)."""
-    S = T if S is None else S
+    n_heads = check_int("n_heads", n_heads, min=1)
+    T = check_int("T", T, min=0)
+    S = T if S is None else check_int("S", S, min=T)
+    device = resolve_device(device)
     q_pos = torch.arange(S - T, S, device=device)[:, None]
     k_pos = torch.arange(S, device=device)[None, :]
     distance = (q_pos - k_pos).to(torch.float64)
@@ -116,8 +131,7 @@ def position_interpolation(positions, scale):
     Feeding these fractional positions to ``apply_rope`` keeps every angle m·θ_i / s inside the
     range seen in training: positions 0 … L_new − 1 land in [0, L_trained).
     """
-    if not scale > 0:
-        raise ValueError(f"scale must be positive, got {scale}")
+    check_number("scale", scale, min=0.0, min_open=True)
     return torch.as_tensor(positions).to(torch.float64) / scale
 
 
@@ -127,10 +141,11 @@ def ntk_scaled_base(base, scale, d_head):
     With θ'_i = base'^(−2i/d_head) = θ_i · s^(−2i/(d_head − 2)), the fastest pair (i = 0) is
     unchanged and the slowest (i = d_head/2 − 1) is slowed by exactly s, like interpolation.
     """
+    check_number("base", base, min=1.0, min_open=True)
+    check_number("scale", scale, min=0.0, min_open=True)
+    d_head = check_int("d_head", d_head)
     if d_head % 2 or d_head < 4:
         raise ValueError(f"NTK scaling needs an even head dimension ≥ 4, got d_head={d_head}")
-    if not scale > 0:
-        raise ValueError(f"scale must be positive, got {scale}")
     return base * scale ** (d_head / (d_head - 2))
 
 
@@ -146,8 +161,9 @@ def t5_relative_bucket(relative_position, bidirectional=True, num_buckets=32, ma
     r = torch.as_tensor(relative_position)
     if r.is_floating_point() or r.is_complex():
         raise TypeError(f"relative_position must be an integer tensor, got {r.dtype}")
-    if num_buckets < 2 or (bidirectional and num_buckets < 4):
-        raise ValueError(f"num_buckets is too small: {num_buckets}")
+    num_buckets = check_int("num_buckets", num_buckets, min=4 if bidirectional else 2)
+    n_exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
+    max_distance = check_int("max_distance", max_distance, min=n_exact + 1)
     bucket = torch.zeros_like(r)
     if bidirectional:
         num_buckets //= 2

@@ -412,6 +412,8 @@ ENTRIES = [
       "ch14-training-tiny-shakespeare", "test_train.py::test_resume_is_bitwise_exact"),
     Entry("train.NonFiniteLossError", "stop on a NaN or infinite loss", None,
       "ch14-training-tiny-shakespeare", "test_train.py::test_non_finite_loss_stops_with_a_clear_message"),
+    Entry("train.CheckpointError", "a refused checkpoint: empty, truncated, corrupted, foreign or another model's", None,
+      "ch14-training-tiny-shakespeare", "test_faults.py::test_flipped_bytes_are_refused_with_both_digests"),
     # ---- chapter 15: efficient attention and scaling ----
     Entry("efficient.attention_flops", "FLOPs of attention", r"4\,T S d",
       "ch15-what-attention-costs-t", "test_efficient.py::test_attention_flops_match_the_flop_counter"),

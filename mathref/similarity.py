@@ -9,6 +9,8 @@ import math
 
 import torch
 
+from mathref._validation import check_int, check_number, resolve_device
+
 __all__ = ["dot", "cosine_similarity", "euclidean_distance", "pairwise_dot",
            "pairwise_cosine_similarity", "pairwise_euclidean_distance", "random_unit_vectors",
            "cosine_density", "concentration_experiment", "max_inner_product_search",
@@ -117,8 +119,9 @@ def pairwise_euclidean_distance(A, B, method="direct"):
 def random_unit_vectors(n, d, generator=None, dtype=torch.float32, device=None):
     """n vectors drawn uniformly on the unit sphere of ℝᵈ, shape [n, d]: Gaussian vectors
     divided by their norms (the Gaussian is rotation invariant). See chapter 9."""
-    if not isinstance(n, int) or not isinstance(d, int) or n < 1 or d < 1:
+    if any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in (n, d)):
         raise ValueError(f"n and d must be positive integers, got n={n!r}, d={d!r}")
+    device = resolve_device(device)
     x = torch.randn(n, d, generator=generator, dtype=dtype)
     x = x / x.norm(dim=-1, keepdim=True)
     return x if device is None else x.to(device)
@@ -151,11 +154,10 @@ def concentration_experiment(dims, n, generator=None, dtype=torch.float64):
     Returns a dict of float64 tensors indexed like ``dims``: ``dims``, ``cos_mean``,
     ``cos_std``, ``dist_mean``, ``dist_std``, ``relative_spread``, ``relative_contrast``.
     """
-    dims = [int(d) for d in dims]
-    if not dims or min(dims) < 1:
-        raise ValueError(f"dims must be a non-empty list of positive integers, got {dims}")
-    if not isinstance(n, int) or n < 2:
-        raise ValueError(f"n must be an integer ≥ 2, got {n!r}")
+    dims = [check_int(f"dims[{i}]", d, min=1) for i, d in enumerate(dims)]
+    if not dims:
+        raise ValueError("dims must be a non-empty list of positive integers, got []")
+    n = check_int("n", n, min=2)
     keys = ["cos_mean", "cos_std", "dist_mean", "dist_std", "relative_spread",
             "relative_contrast"]
     out = {k: [] for k in keys}
@@ -187,7 +189,7 @@ def max_inner_product_search(queries, keys, k=1):
     if keys.dim() != 2 or queries.dim() not in (1, 2) or queries.shape[-1] != keys.shape[-1]:
         raise ValueError(f"queries must be [d] or [n, d] and keys [m, d] with the same d, got "
                          f"shapes {tuple(queries.shape)} and {tuple(keys.shape)}")
-    if not isinstance(k, int) or not 1 <= k <= keys.shape[0]:
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= keys.shape[0]:
         raise ValueError(f"k must be an integer between 1 and the number of keys "
                          f"{keys.shape[0]}, got {k!r}")
     scores = queries @ keys.T
@@ -211,8 +213,7 @@ def soft_lookup(query, keys, values, temperature=1.0):
     if values.dim() != 2 or values.shape[0] != keys.shape[0]:
         raise ValueError(f"values must be [m, d_v] with m = {keys.shape[0]} rows like keys, "
                          f"got shape {tuple(values.shape)}")
-    if not temperature > 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
+    check_number("temperature", temperature, min=0.0, min_open=True)
     scores = query @ keys.T / temperature
     weights = torch.softmax(scores, dim=-1)
     return weights @ values, weights

@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from mathref._validation import check_choice, check_int, check_tensor
+
 __all__ = ["GPT2_SPLIT_PATTERN", "CharTokenizer", "BPETokenizer", "pair_counts", "merge_pair",
            "most_frequent_pair", "embed", "embed_one_hot", "Embedding"]
 
@@ -34,6 +36,9 @@ class CharTokenizer:
     """
 
     def __init__(self, chars):
+        if not isinstance(chars, (str, list, tuple)):
+            raise TypeError(f"chars must be a str or a list of characters, got "
+                            f"{type(chars).__name__}")
         chars = list(chars)
         if len(set(chars)) != len(chars) or any(not isinstance(c, str) or len(c) != 1
                                                  for c in chars):
@@ -60,7 +65,7 @@ class CharTokenizer:
         return [self.stoi[c] for c in text]
 
     def decode(self, ids):
-        ids = [int(i) for i in ids]
+        ids = _id_list(ids, "ids")
         bad = [i for i in ids if not 0 <= i < len(self.chars)]
         if bad:
             raise ValueError(f"ids out of range [0, {len(self.chars)}): {bad[:10]}")
@@ -110,6 +115,11 @@ class BPETokenizer:
     """
 
     def __init__(self, merges=(), special_tokens=(), pattern=GPT2_SPLIT_PATTERN):
+        if isinstance(special_tokens, str) or any(not isinstance(t, str) for t in special_tokens):
+            raise TypeError(f"special_tokens must be a list of strings, got {special_tokens!r}")
+        if pattern is not None and not isinstance(pattern, str):
+            raise TypeError(f"pattern must be a regular expression string or None, got "
+                            f"{type(pattern).__name__}")
         self.pattern = pattern
         self._split = re.compile(pattern) if pattern is not None else None
         self.merges = [tuple(int(x) for x in m) for m in merges]
@@ -150,9 +160,13 @@ class BPETokenizer:
         lexicographically largest pair of *bytes*), so merge lists learned from the same text
         can differ in the order of tied merges.
         """
+        if isinstance(special_tokens, str):
+            raise TypeError(f"special_tokens must be a list of strings, got the str "
+                            f"{special_tokens!r}")
         special_tokens = tuple(special_tokens)
+        vocab_size = check_int("vocab_size", vocab_size)
         num_merges = vocab_size - 256 - len(special_tokens)
-        if not isinstance(vocab_size, int) or num_merges < 0:
+        if num_merges < 0:
             raise ValueError(f"vocab_size must be an integer ≥ 256 + {len(special_tokens)} "
                              f"special tokens, got {vocab_size!r}")
         data = _as_bytes(text, "text")
@@ -282,6 +296,7 @@ class BPETokenizer:
 
     def decode_bytes(self, ids):
         """The bytes of a sequence of ids (special tokens as their UTF-8 strings)."""
+        ids = _id_list(ids, "ids")
         out = []
         for i in ids:
             i = int(i)
@@ -296,6 +311,8 @@ class BPETokenizer:
     def decode(self, ids, errors="replace"):
         """The text of a sequence of ids. A sequence cut inside a multi-byte character is not
         valid UTF-8; ``errors="replace"`` shows it as U+FFFD instead of failing."""
+        check_choice("errors", errors, ("strict", "replace", "ignore", "backslashreplace",
+                                        "surrogateescape"))
         return self.decode_bytes(ids).decode("utf-8", errors=errors)
 
     def token_bytes(self, i):
@@ -316,6 +333,17 @@ class BPETokenizer:
         if state.get("type") != "mathref.BPETokenizer":
             raise ValueError(f"{path} is not a saved mathref.BPETokenizer")
         return cls(state["merges"], state["special_tokens"], state["pattern"])
+
+
+def _id_list(ids, name):
+    """A sequence of token ids as Python ints; floats (1.7) and bools are refused, not cut."""
+    if isinstance(ids, torch.Tensor):
+        check_tensor(name, ids, dims=(0, 1), kind="int")
+        return ids.reshape(-1).tolist()
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of integer token ids, got "
+                        f"{type(ids).__name__}")
+    return [check_int(f"{name}[{k}]", i) for k, i in enumerate(ids)]
 
 
 def _as_bytes(data, name):
@@ -375,6 +403,8 @@ class Embedding(nn.Module):
 
     def __init__(self, num_embeddings, dim, device=None, dtype=None):
         super().__init__()
+        num_embeddings = check_int("num_embeddings", num_embeddings, min=1)
+        dim = check_int("dim", dim, min=1)
         self.weight = nn.Parameter(torch.randn(num_embeddings, dim, device=device, dtype=dtype))
 
     def forward(self, ids):

@@ -27,6 +27,8 @@ from mathref.attention import MultiHeadAttention
 from mathref.norm import LayerNorm, RMSNorm
 from mathref.positions import sinusoidal_positions
 
+from mathref._validation import check_int, check_probability, check_tensor
+
 __all__ = ["ACTIVATIONS", "FUSED_ACTIVATIONS", "default_d_ff", "FeedForward", "EncoderBlock",
            "DecoderBlock", "Seq2SeqTransformer", "shift_right", "key_padding_mask",
            "greedy_decode", "beam_search", "block_parameters", "block_flops"]
@@ -71,6 +73,9 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model, d_ff=None, activation="gelu", bias=True, dropout=0.0, fused=True):
         super().__init__()
+        d_model = check_int("d_model", d_model, min=1)
+        check_int("d_ff", d_ff, min=1, optional=True)
+        check_probability("dropout", dropout, allow_one=False)
         if activation != "swiglu" and activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS) + ['swiglu']}, "
                              f"got {activation!r}")
@@ -274,16 +279,20 @@ class DecoderBlock(nn.Module):
 def key_padding_mask(ids, pad_id):
     """Boolean mask [B, 1, 1, S], True where ``ids`` [B, S] is a real token (not ``pad_id``):
     broadcast over heads and queries, it blocks padded keys only."""
+    check_tensor("ids", ids, kind="int")
     if ids.dim() != 2:
         raise ValueError(f"ids must be [B, S] token ids, got shape {tuple(ids.shape)}")
+    pad_id = check_int("pad_id", pad_id)
     return (ids != pad_id)[:, None, None, :]
 
 
 def shift_right(targets, bos_id):
     """Teacher forcing input: (⟨bos⟩, y₁, …, y_{T−1}) from targets (y₁, …, y_T), shape [B, T].
     Position t of the decoder reads y_{<t} (with ⟨bos⟩ in front) and is trained to output y_t."""
+    check_tensor("targets", targets, kind="int")
     if targets.dim() != 2:
         raise ValueError(f"targets must be [B, T] token ids, got shape {tuple(targets.shape)}")
+    bos_id = check_int("bos_id", bos_id)
     bos = torch.full_like(targets[:, :1], bos_id)
     return torch.cat([bos, targets[:, :-1]], dim=1)
 
@@ -301,6 +310,12 @@ class Seq2SeqTransformer(nn.Module):
                  n_dec_layers=2, d_ff=None, dropout=0.0, activation="relu", norm_first=True,
                  norm="layer", max_len=128, pad_id=0):
         super().__init__()
+        for name, value in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab),
+                            ("d_model", d_model), ("n_heads", n_heads), ("max_len", max_len)):
+            check_int(name, value, min=1)
+        check_int("n_enc_layers", n_enc_layers, min=0)
+        check_int("n_dec_layers", n_dec_layers, min=0)
+        check_int("pad_id", pad_id)
         self.d_model, self.pad_id, self.max_len = d_model, pad_id, max_len
         self.src_emb = nn.Embedding(src_vocab, d_model)
         self.tgt_emb = nn.Embedding(tgt_vocab, d_model)
@@ -351,6 +366,8 @@ class Seq2SeqTransformer(nn.Module):
 def greedy_decode(model, src, bos_id, eos_id, max_len):
     """Greedy decoding: start from ⟨bos⟩, append argmax_v p(v | y_<t, x) until ⟨eos⟩ or
     ``max_len`` tokens. Returns [B, ≤ max_len] ids (after ⟨bos⟩; ⟨eos⟩ included, then pad)."""
+    check_tensor("src", src, dims=2, kind="int")
+    max_len = check_int("max_len", max_len, min=0)
     memory, mask = model.encode(src)
     out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
@@ -372,8 +389,9 @@ def beam_search(model, src, bos_id, eos_id, max_len, beam_size=4):
     Returns (ids, score): the best sequence (⟨eos⟩ included if produced) and its log-prob."""
     if src.dim() != 1:
         raise ValueError(f"beam_search decodes one sequence: src must be [S], got {tuple(src.shape)}")
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be ≥ 1, got {beam_size}")
+    check_tensor("src", src, kind="int")
+    beam_size = check_int("beam_size", beam_size, min=1)
+    max_len = check_int("max_len", max_len, min=0)
     memory, mask = model.encode(src[None])
     beams, finished = [([bos_id], 0.0)], []
     for _ in range(max_len):

@@ -66,7 +66,7 @@ def test_corrupt_download_is_rejected_and_not_kept(tmp_path, monkeypatch):
 
 
 def test_missing_file_without_download_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("MATHREF_DATA", str(tmp_path))
+    monkeypatch.delenv("MATHREF_DATA", raising=False)   # (a set MATHREF_DATA: test_faults.py)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     with pytest.raises(FileNotFoundError, match="download=False"):
         data.tiny_shakespeare(download=False)
