@@ -8,8 +8,9 @@ chapter; exercise solutions collapsed until clicked; the search page finds "soft
 Screenshots (intro and one chapter, 1280 px and 390 px wide) go to `_build/screenshots/`.
 
 `make test` builds the book just before this test (`make browser`); run alone, the test
-builds it first when `_build/html` is older than the sources. Skipped only where Chromium is
-absent (`.ci/run` installs Debian's `chromium`, so CI always runs it).
+builds it first when `_build/html` is older than the sources. Never skipped: without Chromium
+every test fails with the instruction (`.ci/run` installs Debian's `chromium`; `make test
+BROWSER=skip` is the explicit opt-out, reported loudly).
 """
 import functools
 import html.parser
@@ -40,9 +41,16 @@ DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 SCREENSHOT_CHAPTER = "notebooks/05_losses"
 
-pytestmark = pytest.mark.skipif(
-    not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)),
-    reason=f"Chromium not found at {CHROMIUM} (install Debian's `chromium`; .ci/run does)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def chromium_present():
+    """No silent skip: without Chromium every test here fails with the instruction (`make test
+    BROWSER=skip` is the explicit, loudly reported way not to run them)."""
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        pytest.fail(f"Chromium not found at {CHROMIUM}: install it (`sudo apt-get install -y "
+                    "chromium`; .ci/run does) or set CHROMIUM=/path/to/chromium. To run the other "
+                    "tests without it: `make test BROWSER=skip`.", pytrace=False)
 
 
 def toc_pages():
