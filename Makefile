@@ -50,6 +50,17 @@ $(VENDOR_STAMP):
 	rm -f widgets/html-manager/*.map widgets/html-manager/embed.js widgets/html-manager/libembed-amd.js; \
 	cd ../..; rm -rf _vendor/pkgs; touch $@
 
+# axe-core, the accessibility engine the browser test runs on every page (test-only: it is
+# injected by the test, never part of the book). Same registry, same git-ignored _vendor/.
+AXE_VERSION := 4.14.1
+AXE_JS := _vendor/axe-core-$(AXE_VERSION)/axe.min.js
+export AXE_JS
+$(AXE_JS):
+	@set -e; echo "fetching axe-core $(AXE_VERSION) with npm"; rm -rf _vendor/axe-core-*; \
+	mkdir -p _vendor/axe-core-$(AXE_VERSION); cd _vendor/axe-core-$(AXE_VERSION); \
+	npm pack --silent axe-core@$(AXE_VERSION) > /dev/null; \
+	tar xzf axe-core-$(AXE_VERSION).tgz --strip-components 1 package/axe.min.js package/LICENSE; \
+	rm axe-core-$(AXE_VERSION).tgz; test -s axe.min.js
 
 # The environment is (re)installed when requirements.txt or pyproject.toml change (by content).
 ENV_HASH := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
@@ -95,6 +106,7 @@ endif
 
 browser: venv browser-check
 ifneq ($(BROWSER),skip)
+	$(MAKE) --no-print-directory $(AXE_JS)
 	$(PY) -m pytest -q -rs tests/test_browser.py
 endif
 
