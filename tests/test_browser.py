@@ -46,6 +46,7 @@ AXE_JS = Path(os.environ.get("AXE_JS") or ROOT / "_vendor" / "axe-core-4.14.1" /
 if not AXE_JS.is_absolute():
     AXE_JS = ROOT / AXE_JS
 AXE_FAILING_IMPACTS = ("serious", "critical")
+PAGE_TIMEOUT_MS = 300_000
 
 
 
@@ -185,6 +186,10 @@ def browser_context(site, tmp_path_factory):
         context = p.chromium.launch_persistent_context(
             str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
             viewport=DESKTOP)
+        # Generous: on a loaded machine (nine test runs on two cores) a chapter with its
+        # images and MathJax can take well over Playwright's default 30 s to load.
+        context.set_default_timeout(PAGE_TIMEOUT_MS)
+        context.set_default_navigation_timeout(PAGE_TIMEOUT_MS)
         external = []
 
         def route(r):

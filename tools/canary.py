@@ -88,6 +88,15 @@ def head_commit():
                           text=True, check=True).stdout.strip()
 
 
+def code_key():
+    """What the results depend on: the committed mathref, notebooks, tests and pyproject.toml
+    (commits that touch only the book or the docs keep the saved results valid)."""
+    paths = ["HEAD:mathref", "HEAD:notebooks", "HEAD:tests", "HEAD:pyproject.toml", "HEAD:requirements.txt"]
+    out = subprocess.run(["git", "rev-parse", *paths], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    return hashlib.sha256(out.encode()).hexdigest()[:16]
+
+
 def colab_install_spec():
     """What the notebooks' setup cell installs, pointed at this checkout's HEAD."""
     return f"mathref @ git+file://{ROOT}@{head_commit()}"
@@ -154,6 +163,11 @@ def execute_notebook(path, repo_url, ref, workdir):
         if n != 1:
             return f"cell 1: setup cell has no {name} line"
     nb.cells.insert(0, preamble)
+    # and prove that the chapter ran on the Colab-style install, not on a copy of the checkout
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import sys as _sys, mathref as _mathref\n"
+        "assert _mathref.__file__.startswith(_sys.prefix), "
+        "f'mathref came from {_mathref.__file__}, not from the Colab-style install'"))
     client = NotebookClient(nb, timeout=NOTEBOOK_TIMEOUT, kernel_name="python3",
                             resources={"metadata": {"path": str(workdir)}})
     try:
@@ -248,6 +262,8 @@ def main():
     parser.add_argument("--notebooks", nargs="*", help="default: every notebook")
     parser.add_argument("--jobs", type=int, default=2, help="pytest-xdist workers")
     parser.add_argument("--no-record", action="store_true", help="leave CONTRIBUTING.md alone")
+    parser.add_argument("--table-only", action="store_true",
+                        help="print (and record) the table from the saved results of this commit")
     parser.add_argument("--execute", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -267,34 +283,58 @@ def main():
     notebooks = [] if args.unit else (args.notebooks or sorted(
         str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb")))
 
-    columns, results, status = [], {}, 0
+    status = 0
     for version in versions:
+        if args.table_only:
+            break
         venv, _ = venv_for(version)
         installed = torch_version_in(venv)
-        label = f"torch {installed}" + (" (floor)" if version == floor_version() else " (newest)"
-                                        if not args.versions and not args.floor else "")
-        columns.append(label)
-        log(f"{label}: {venv.relative_to(ROOT)}")
+        log(f"torch {installed}: {venv.relative_to(ROOT)}")
         res = run_notebooks(venv, notebooks)
         if not args.no_unit:
             res["unit tests"], rc = run_unit(venv, args.jobs)
             status |= rc != 0
         status |= any(v != "✓" for k, v in res.items() if k != "unit tests")
-        results[label] = res
+        # merged into this version's last results (a run of one notebook updates its row)
+        saved = CACHE / f"results-{version}.json"
+        old = json.loads(saved.read_text()) if saved.exists() else {}
+        if old.get("torch") != installed or old.get("code") != code_key():
+            old = {}
+        old.setdefault("results", {}).update(res)
+        old.update(torch=installed, code=code_key(), commit=head_commit(), python=sys.version.split()[0],
+                   finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        saved.write_text(json.dumps(old, indent=1, ensure_ascii=False))
 
-    names = notebooks + ([] if args.no_unit else ["unit tests"])
-    rows = [(Path(n).stem if n.endswith(".ipynb") else n, [results[c][n] for c in columns])
-            for n in names]
+    # The table: every version's last results for this commit.
+    all_notebooks = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb"))
+    shown = notebooks
+    columns, cells, complete = [], [], True
+    for version in versions:
+        saved = CACHE / f"results-{version}.json"
+        data = json.loads(saved.read_text()) if saved.exists() else {}
+        if data.get("code") != code_key():
+            data = {}
+        res = data.get("results", {})
+        role = ("floor" if version == floor_version() else
+                "newest" if not args.versions and not args.floor else "")
+        columns.append(f"torch {data.get('torch', version)}" + (f" ({role})" if role else ""))
+        names = shown + ([] if args.no_unit else ["unit tests"])
+        cells.append([res.get(n, "not run") for n in names])
+        complete &= all(n in res for n in all_notebooks + ["unit tests"])
+    rows = [(Path(n).stem if n.endswith(".ipynb") else n, [c[i] for c in cells])
+            for i, n in enumerate(shown + ([] if args.no_unit else ["unit tests"]))]
     text = table(columns, rows)
     stamp = (f"Last run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit "
-             f"{head_commit()[:10]}, Python {sys.version.split()[0]}, CPU.")
+             f"{head_commit()[:10]}, Python {sys.version.split()[0]}, CPU only "
+             "(torch's CUDA wheels from PyPI, no GPU).")
     print("\n" + text + "\n\n" + stamp)
     CACHE.mkdir(exist_ok=True)
     (CACHE / "table.md").write_text(text + "\n\n" + stamp + "\n")
-    if notebooks and not args.unit and not args.no_record and not args.notebooks and not args.versions:
+    failed = any(c not in ("✓",) and not c.startswith("✓") for col in cells for c in col)
+    if complete and not args.no_record and not args.versions and not args.floor:
         record(text + "\n\n" + stamp)
-    print(f"canary: {'PASS' if status == 0 else 'FAIL'}")
-    return int(status)
+    print(f"canary: {'FAIL' if (status or failed) else 'PASS'}")
+    return int(bool(status or failed))
 
 
 if __name__ == "__main__":
