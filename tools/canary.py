@@ -25,6 +25,7 @@ replaced by a constraints file pinning torch to the version under test; the rest
 environment follows requirements.txt (so the only thing that varies is torch).
 """
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -187,7 +188,20 @@ def execute_notebook(path, repo_url, ref, workdir):
 
 # ---- the orchestration ----------------------------------------------------------------------
 
-def run_notebooks(venv, notebooks):
+def save_result(version, installed, name, result):
+    """Merged into this version's saved results at once (an interrupted run keeps its rows;
+    a run of one notebook updates its row). Results are kept while the code is the same."""
+    saved = CACHE / f"results-{version}.json"
+    data = json.loads(saved.read_text()) if saved.exists() else {}
+    if data.get("torch") != installed or data.get("code") != code_key():
+        data = {}
+    data.setdefault("results", {})[name] = result
+    data.update(torch=installed, code=code_key(), commit=head_commit(), python=sys.version.split()[0],
+                updated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    saved.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
+def run_notebooks(venv, notebooks, save):
     results = {}
     py = venv / "bin" / "python"
     ref = head_commit()
@@ -208,6 +222,7 @@ def run_notebooks(venv, notebooks):
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             results[nb] = f"runner failed: {tail[:160]}"
         log(f"{venv.name} {Path(nb).stem}: {results[nb]} ({time.time() - start:.0f} s)")
+        save(nb, results[nb])
     return results
 
 
@@ -290,20 +305,13 @@ def main():
         venv, _ = venv_for(version)
         installed = torch_version_in(venv)
         log(f"torch {installed}: {venv.relative_to(ROOT)}")
-        res = run_notebooks(venv, notebooks)
+        save = functools.partial(save_result, version, installed)
+        res = run_notebooks(venv, notebooks, save)
         if not args.no_unit:
             res["unit tests"], rc = run_unit(venv, args.jobs)
+            save("unit tests", res["unit tests"])
             status |= rc != 0
         status |= any(v != "✓" for k, v in res.items() if k != "unit tests")
-        # merged into this version's last results (a run of one notebook updates its row)
-        saved = CACHE / f"results-{version}.json"
-        old = json.loads(saved.read_text()) if saved.exists() else {}
-        if old.get("torch") != installed or old.get("code") != code_key():
-            old = {}
-        old.setdefault("results", {}).update(res)
-        old.update(torch=installed, code=code_key(), commit=head_commit(), python=sys.version.split()[0],
-                   finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
-        saved.write_text(json.dumps(old, indent=1, ensure_ascii=False))
 
     # The table: every version's last results for this commit.
     all_notebooks = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb"))
