@@ -153,9 +153,10 @@ outputs: venv
 canary: venv
 	nice $(PY) tools/canary.py $(CANARY_OPTS)
 
-# The unit tests on the floor torch only (part of make test; the first run builds the venv).
+# The unit tests on the floor torch (part of make test; the first run builds the venv, 5-7 GB):
+# all but those that do not depend on torch (tools/canary.py NOT_TORCH_SPECIFIC).
 canary-floor: venv
-	nice $(PY) tools/canary.py --floor --unit
+	nice $(PY) tools/canary.py --floor --unit --quick
 
 student: venv
 	$(PY) -m mathref.student notebooks student
