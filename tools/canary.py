@@ -103,7 +103,7 @@ def colab_install_spec():
     return f"mathref @ git+file://{ROOT}@{head_commit()}"
 
 
-def venv_for(version):
+def venv_for(version, install_mathref=True):
     """A cached virtual environment with torch==version, the test tools and mathref."""
     venv = CACHE / f"torch-{version}"
     py = venv / "bin" / "python"
@@ -128,9 +128,10 @@ def venv_for(version):
         stamp.write_text(key + "\n")
         size = subprocess.run(["du", "-sh", str(venv)], capture_output=True, text=True).stdout.split()[0]
         log(f"built in {time.time() - start:.0f} s, {size} on disk")
-    # mathref from git, as the Colab setup cell does (cheap when HEAD did not change).
-    subprocess.run([str(py), "-m", "pip", "install", "--quiet", colab_install_spec()],
-                   env=pip_env(constraints), check=True)
+    # mathref from git, as the Colab setup cell does (the unit tests alone use the checkout).
+    if install_mathref:
+        subprocess.run([str(py), "-m", "pip", "install", "--quiet", colab_install_spec()],
+                       env=pip_env(constraints), check=True)
     return venv, constraints
 
 
@@ -313,7 +314,7 @@ def main():
     for version in versions:
         if args.table_only:
             break
-        venv, _ = venv_for(version)
+        venv, _ = venv_for(version, install_mathref=bool(notebooks))
         installed = torch_version_in(venv)
         log(f"torch {installed}: {venv.relative_to(ROOT)}")
         save = functools.partial(save_result, version, installed)
