@@ -329,31 +329,35 @@ def main():
     # The table: every version's last results for this commit.
     all_notebooks = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb"))
     shown = notebooks
-    columns, cells, complete = [], [], True
+    columns, saved_results, complete = [], [], True
     for version in versions:
         saved = CACHE / f"results-{version}.json"
         data = json.loads(saved.read_text()) if saved.exists() else {}
         if data.get("code") != code_key():
             data = {}
-        res = data.get("results", {})
         role = ("floor" if version == floor_version() else
                 "newest" if not args.versions and not args.floor else "")
         columns.append(f"torch {data.get('torch', version)}" + (f" ({role})" if role else ""))
-        names = shown + ([] if args.no_unit else ["unit tests"])
-        cells.append([res.get(n, "not run") for n in names])
-        complete &= all(n in res for n in all_notebooks + ["unit tests"])
+        saved_results.append(data.get("results", {}))
+        complete &= all(n in data.get("results", {}) for n in all_notebooks + ["unit tests"])
+    names = shown + ([] if args.no_unit else ["unit tests"])
+    if any("unit tests (quick)" in res for res in saved_results):
+        names.append("unit tests (quick)")
+    cells = [[res.get(n, "not run") for n in names] for res in saved_results]
     rows = [(Path(n).stem if n.endswith(".ipynb") else n, [c[i] for c in cells])
-            for i, n in enumerate(shown + ([] if args.no_unit else ["unit tests"]))]
+            for i, n in enumerate(names)]
     text = table(columns, rows)
     stamp = (f"Last run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit "
              f"{head_commit()[:10]}, Python {sys.version.split()[0]}, CPU only "
              "(torch's CUDA wheels from PyPI, no GPU).")
+    failed = any(c not in ("✓",) and not c.startswith("✓") for col in cells for c in col)
+    if not complete:
+        stamp += " Incomplete: 'not run' cells have no result for this code yet."
+    if (complete or args.table_only) and not args.no_record and not args.versions and not args.floor:
+        record(text + "\n\n" + stamp)
     print("\n" + text + "\n\n" + stamp)
     CACHE.mkdir(exist_ok=True)
     (CACHE / "table.md").write_text(text + "\n\n" + stamp + "\n")
-    failed = any(c not in ("✓",) and not c.startswith("✓") for col in cells for c in col)
-    if complete and not args.no_record and not args.versions and not args.floor:
-        record(text + "\n\n" + stamp)
     print(f"canary: {'FAIL' if (status or failed) else 'PASS'}")
     return int(bool(status or failed))
 
