@@ -183,7 +183,10 @@ def execute_notebook(path, repo_url, ref, workdir):
             message = f"{error['ename']}: {error['evalue']}"
             # cell numbers as in the committed notebook (the preamble is not one of them)
             return f"cell {index - 1}: {message.splitlines()[0][:160]}"
-        return f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:160]}"
+        if isinstance(err, CellTimeoutError):
+            return f"CellTimeoutError: a cell ran past {NOTEBOOK_TIMEOUT} s"
+        lines = [ln for ln in str(err).strip().splitlines() if ln.strip("- ")]
+        return f"{type(err).__name__}: {(lines or ['?'])[-1][:160]}"
     return "✓"
 
 
