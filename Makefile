@@ -25,7 +25,8 @@ export MATHREF_DATA
 NBVAL := $(PY) -m pytest -p tests.nbval_conftest --nbval --nbval-current-env \
          --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 600 -q
 
-.PHONY: venv nbgrader-venv book browser test unit nbval nbval-perturbed times outputs student grade bench mutants clean
+.PHONY: venv nbgrader-venv book browser browser-check test unit nbval nbval-perturbed times outputs \
+        student grade bench mutants clean canary canary-floor
 
 # Browser-side assets, so the built book reads offline: MathJax 3 (equations) and the
 # ipywidgets embed manager with RequireJS (widget snapshots). Fetched with npm from its
@@ -52,6 +53,17 @@ $(VENDOR_STAMP):
 	rm -f widgets/html-manager/*.map widgets/html-manager/embed.js widgets/html-manager/libembed-amd.js; \
 	cd ../..; rm -rf _vendor/pkgs; touch $@
 
+# axe-core, the accessibility engine the browser test runs on every page (test-only: it is
+# injected by the test, never part of the book). Same registry, same git-ignored _vendor/.
+AXE_VERSION := 4.14.1
+AXE_JS := _vendor/axe-core-$(AXE_VERSION)/axe.min.js
+export AXE_JS
+$(AXE_JS):
+	@set -e; echo "fetching axe-core $(AXE_VERSION) with npm"; rm -rf _vendor/axe-core-*; \
+	mkdir -p _vendor/axe-core-$(AXE_VERSION); cd _vendor/axe-core-$(AXE_VERSION); \
+	npm pack --silent axe-core@$(AXE_VERSION) > /dev/null; \
+	tar xzf axe-core-$(AXE_VERSION).tgz --strip-components 1 package/axe.min.js package/LICENSE; \
+	rm axe-core-$(AXE_VERSION).tgz; test -s axe.min.js
 
 # The environment is (re)installed when requirements.txt or pyproject.toml change (by content).
 ENV_HASH := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
@@ -76,8 +88,30 @@ unit: venv nbgrader-venv
 	$(PY) -m pytest -n 2 -q tests --ignore=tests/test_browser.py
 
 # The built book in headless Chromium (tests/test_browser.py): run after `make book`.
-browser: venv
+# Without Chromium this fails with the instruction; `make test BROWSER=skip` runs everything
+# else and says loudly, at the start and at the end, that the book was not checked.
+BROWSER ?= run
+CHROMIUM ?= $(or $(shell command -v chromium 2>/dev/null),/usr/bin/chromium)
+export CHROMIUM
+BROWSER_SKIPPED := *** BROWSER=skip: the browser test did NOT run. The built book was not checked \
+in a browser (rendering, links, numbering, accessibility). Do not report this run as a full test. ***
+browser-check:
+ifeq ($(BROWSER),skip)
+	@echo "$(BROWSER_SKIPPED)"
+else
+	@test -x "$(CHROMIUM)" || { \
+	  echo "make: Chromium not found (looked for 'chromium' on PATH and $(CHROMIUM))."; \
+	  echo "      The browser test (tests/test_browser.py) needs it. Install it with"; \
+	  echo "          sudo apt-get install -y chromium      (Debian/Ubuntu; .ci/run does this)"; \
+	  echo "      or point CHROMIUM=/path/to/chromium at one; to run the rest without it:"; \
+	  echo "          make test BROWSER=skip"; exit 1; }
+endif
+
+browser: venv browser-check
+ifneq ($(BROWSER),skip)
+	$(MAKE) --no-print-directory $(AXE_JS)
 	$(PY) -m pytest -q -rs tests/test_browser.py
+endif
 
 nbval: venv
 	$(NBVAL) $(NB)
@@ -95,8 +129,9 @@ times:
 
 # mathref unit tests, checker, structure and student tests; every notebook under nbval, then
 # again in the perturbed numeric environment; the warning-free book, then that book in a
-# browser; then the per-notebook time tables of both nbval passes.
-test: venv
+# browser; the unit tests against the floor torch (make canary-floor, a cached venv in
+# .canary/); then the per-notebook time tables of both nbval passes.
+test: venv browser-check
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory unit && \
 	$(MAKE) --no-print-directory nbval && \
@@ -105,8 +140,10 @@ test: venv
 	mv _build/notebook_times.txt _build/notebook_times_perturbed.txt && \
 	mv _build/notebook_times_normal.txt _build/notebook_times.txt && \
 	$(MAKE) --no-print-directory book && \
-	$(MAKE) --no-print-directory browser; status=$$?; \
+	$(MAKE) --no-print-directory browser && \
+	$(MAKE) --no-print-directory canary-floor; status=$$?; \
 	echo; $(MAKE) --no-print-directory times; \
+	if [ "$(BROWSER)" = skip ]; then echo; echo "$(BROWSER_SKIPPED)"; echo; fi; \
 	echo "make test: $$(( $$(date +%s) - start )) s, exit status $$status"; exit $$status
 
 # Re-execute notebooks in place (all, or NB=notebooks/01_gradient_descent.ipynb), on CPU.
@@ -129,6 +166,19 @@ outputs: venv
 # (tests/mutants.py). MUTANTS_OPTS="--first" stops at the first suite that catches a mutant.
 mutants: venv
 	$(PY) -m tests.mutants $(MUTANTS_OPTS)
+
+# The torch-version canary (tools/canary.py): fresh venvs in .canary/ (cached, git-ignored)
+# with the newest torch on the registry and the floor pyproject.toml declares; mathref
+# installed from this checkout's HEAD the way the Colab setup cell does; every notebook
+# executed (errors only, no comparison) and the unit tests; prints the version x notebook
+# table and records it in CONTRIBUTING.md. Slow: run it late, once. CANARY_OPTS="--help".
+canary: venv
+	nice $(PY) tools/canary.py $(CANARY_OPTS)
+
+# The unit tests on the floor torch (part of make test; the first run builds the venv, 5-7 GB):
+# all but those that do not depend on torch (tools/canary.py NOT_TORCH_SPECIFIC).
+canary-floor: venv
+	nice $(PY) tools/canary.py --floor --unit --quick
 
 student: venv
 	$(PY) -m mathref.student notebooks student

@@ -7,3 +7,36 @@ finite differences) in ``tests/``.
 """
 
 __version__ = "0.1.0"
+
+# The oldest torch the course is tested with (`make canary` runs every notebook and the unit
+# tests on it; pyproject.toml declares the same floor, a unit test keeps the two equal). Older
+# torch lacks what the chapters use (torch.optim.Muon appeared in 2.9, F.rms_norm in 2.4), so
+# fail here, with the fix, rather than deep inside a chapter.
+TORCH_FLOOR = (2, 9)
+
+
+def _check_torch(version):
+    """Raise ImportError naming the fix when ``version`` (a torch version string) is too old."""
+    import re
+
+    numbers = tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0])[:2])
+    if numbers < TORCH_FLOOR:
+        floor = ".".join(map(str, TORCH_FLOOR))
+        raise ImportError(
+            f"mathref needs torch >= {floor}, but this Python has torch {version}. "
+            f'Upgrade it with:  pip install --upgrade "torch>={floor}"  '
+            "(in Colab: run that in a cell, then Runtime > Restart session).")
+
+
+def _installed_torch_version():
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:  # e.g. a torch built from source: ask the module itself
+        import torch
+
+        return torch.__version__
+
+
+_check_torch(_installed_torch_version())
