@@ -130,7 +130,7 @@ times:
 # mathref unit tests, checker, structure and student tests; every notebook under nbval, then
 # again in the perturbed numeric environment; the warning-free book, then that book in a
 # browser; the unit tests against the floor torch (make canary-floor, a cached venv in
-# .canary/); then the per-notebook time tables of both nbval passes.
+# ~/.cache/mathref/canary/); then the per-notebook time tables of both nbval passes.
 test: venv browser-check
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory unit && \
@@ -167,7 +167,7 @@ outputs: venv
 mutants: venv
 	$(PY) -m tests.mutants $(MUTANTS_OPTS)
 
-# The torch-version canary (tools/canary.py): fresh venvs in .canary/ (cached, git-ignored)
+# The torch-version canary (tools/canary.py): fresh venvs in ~/.cache/mathref/canary/ (cached)
 # with the newest torch on the registry and the floor pyproject.toml declares; mathref
 # installed from this checkout's HEAD the way the Colab setup cell does; every notebook
 # executed (errors only, no comparison) and the unit tests; prints the version x notebook

@@ -1,7 +1,8 @@
 """The torch-version canary (`make canary`): does the course work where learners run it?
 
 For each torch version (the newest the package registry offers, and the floor that
-pyproject.toml declares), in a fresh virtual environment under `.canary/` (git-ignored,
+pyproject.toml declares), in a fresh virtual environment under `~/.cache/mathref/canary/`
+($MATHREF_CANARY_DIR overrides it;
 cached between runs, rebuilt when its stamp changes):
 
 1. install that torch from the registry (PyPI's Linux wheel, with its CUDA libraries: torch
@@ -14,7 +15,7 @@ cached between runs, rebuilt when its stamp changes):
 3. run the unit tests (``pytest tests`` without the browser test).
 
 It prints a table version x notebook (✓, or the failing cell and the error) and writes it to
-`.canary/table.md` and into CONTRIBUTING.md between the canary markers.
+`<cache>/table.md` and into CONTRIBUTING.md between the canary markers.
 
     python tools/canary.py                  # both versions, notebooks and unit tests
     python tools/canary.py --floor --unit --quick   # the floor's torch-specific unit tests (make test)
@@ -38,7 +39,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / ".canary"
+# Outside the checkout, so every clone on a machine (CI's fresh one too) reuses the venvs.
+CACHE = Path(os.environ.get("MATHREF_CANARY_DIR")
+             or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mathref" / "canary")
 STAMP_VERSION = "1"  # bump to rebuild every cached environment
 # The test tools on top of what mathref itself pulls in (versions from requirements.txt).
 TEST_PACKAGES = ["pytest", "pytest-xdist", "hypothesis", "nbformat", "nbclient", "ipykernel",
@@ -113,10 +116,10 @@ def venv_for(version, install_mathref=True):
                          .encode()).hexdigest()[:16]
     stamp = venv / ".canary-stamp"
     if not (stamp.exists() and stamp.read_text().strip() == key and py.exists()):
-        log(f"building {venv.relative_to(ROOT)} (torch {version}); later runs reuse it")
+        log(f"building {venv} (torch {version}); later runs reuse it")
         start = time.time()
         shutil.rmtree(venv, ignore_errors=True)
-        CACHE.mkdir(exist_ok=True)
+        CACHE.mkdir(parents=True, exist_ok=True)
         constraints.write_text(f"torch=={version}\n" + reqs)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         env = pip_env(constraints)
@@ -360,7 +363,7 @@ def main():
     if (complete or args.table_only) and not args.no_record and not args.versions and not args.floor:
         record(text + "\n\n" + stamp)
     print("\n" + text + "\n\n" + stamp)
-    CACHE.mkdir(exist_ok=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
     (CACHE / "table.md").write_text(text + "\n\n" + stamp + "\n")
     print(f"canary: {'FAIL' if (status or failed) else 'PASS'}")
     return int(bool(status or failed))
