@@ -254,6 +254,7 @@ class AdamW(Adam):
                          foreach=foreach)
 
 
+NS_DTYPES = ("bfloat16", "float32", "float64")
 MUON_COEFFICIENTS = (3.4445, -4.7750, 2.0315)   # Jordan et al.'s quintic, as in torch.optim.Muon
 
 
@@ -284,7 +285,9 @@ def newton_schulz(G, steps=5, coefficients=MUON_COEFFICIENTS, eps=1e-7, dtype=to
     for _ in range(steps):
         A = X @ X.T                                  # Gram matrix, singular values σ²
         B = torch.addmm(A, A, A, beta=b, alpha=c)    # bA + cA²  (one rounding in bfloat16)
-        X = torch.addmm(X, B, X, beta=a)             # aX + BX = aX + b(XXᵀ)X + c(XXᵀ)²X
+        # aX + BX = aX + b(XXᵀ)X + c(XXᵀ)²X, computed as (aXᵀ + XᵀBᵀ)ᵀ: the same numbers,
+        # but CPU bfloat16 kernels are about ten times faster in this orientation
+        X = torch.addmm(X.mT, X.mT, B.mT, beta=a).mT
     return (X.T if tall else X).to(G.dtype)
 
 
@@ -299,6 +302,10 @@ class Muon(torch.optim.Optimizer):
         O = newton_schulz(M) ≈ U Vᵀ            (the direction with all singular values ≈ 1)
         W ← (1 − ηλ)W − η·s·O,   s = 0.2·√max(out, in)
 
+    ``ns_dtype`` is the precision of the Newton–Schulz iteration: "bfloat16" as in
+    ``torch.optim.Muon`` (fast on GPUs), or "float32" (on a CPU without bfloat16 instructions
+    about ten times faster; the iteration does not need the extra precision either way).
+
     U Vᵀ has RMS 1/√max(out, in), so s gives the update an RMS of 0.2, about that of an AdamW
     update; one η then serves both kinds of group. A group with ``muon=False`` (embeddings, the
     output head, biases, norm gains) takes AdamW steps with its ``betas``, ``eps`` and
@@ -311,13 +318,17 @@ class Muon(torch.optim.Optimizer):
     _step_plain, _step_foreach = Adam._step_plain, Adam._step_foreach
 
     def __init__(self, params, lr=1e-3, momentum=0.95, nesterov=True, ns_steps=5,
-                 betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=False):
+                 betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, foreach=False,
+                 ns_dtype="bfloat16"):
         _check_adam_hyper(lr, betas, eps, weight_decay)
         _check_hyper("momentum", momentum, 0.0, 1.0, high_open=True)
         ns_steps = check_int("ns_steps", ns_steps, min=0)
+        if ns_dtype not in NS_DTYPES:
+            raise ValueError(f"ns_dtype must be one of {NS_DTYPES}, got {ns_dtype!r}")
         super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=bool(nesterov),
                                       ns_steps=ns_steps, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, foreach=bool(foreach), muon=True))
+                                      weight_decay=weight_decay, foreach=bool(foreach), muon=True,
+                                      ns_dtype=ns_dtype))
 
     def add_param_group(self, param_group):
         super().add_param_group(param_group)
@@ -343,7 +354,7 @@ class Muon(torch.optim.Optimizer):
             B = state["momentum_buffer"]
             B.lerp_(g, 1 - mu)                               # B ← μB + (1 − μ)G
             M = g.lerp(B, mu) if group["nesterov"] else B    # (1 − μ)G + μB
-            O = newton_schulz(M, group["ns_steps"])
+            O = newton_schulz(M, group["ns_steps"], dtype=getattr(torch, group["ns_dtype"]))
             p.mul_(1 - lr * wd)                              # decoupled decay, as in AdamW
             p.add_(O, alpha=-lr * 0.2 * math.sqrt(max(p.shape)))
 

@@ -357,3 +357,31 @@ def test_optimize_path_follows_gradient_descent_closed_form():
     diverged = optim.optimize_path(lambda x, y: x ** 2 + y ** 2, (1.0, 1.0),
                                    lambda ps: optim.SGD(ps, lr=1e200), 10)
     assert len(diverged) < 11
+
+
+def test_muon_ns_dtype_sets_the_precision_of_the_orthogonalization():
+    """ns_dtype="float32" takes the float32 Newton–Schulz step (closed form: the same iteration
+    run directly), "bfloat16" differs from it by bfloat16 rounding, and a bad name is refused."""
+    from mathref.optim import Muon, newton_schulz
+    torch.manual_seed(0)
+    W0, G = torch.randn(8, 5), torch.randn(8, 5)
+    results = {}
+    for name in ("float32", "bfloat16"):
+        W = torch.nn.Parameter(W0.clone())
+        opt = Muon([W], lr=0.1, momentum=0.0, nesterov=False, weight_decay=0.0, ns_dtype=name)
+        W.grad = G.clone()
+        opt.step()
+        results[name] = W.detach()
+    want = W0 - 0.1 * 0.2 * math.sqrt(8) * newton_schulz(G, 5, dtype=torch.float32)
+    torch.testing.assert_close(results["float32"], want, rtol=0, atol=1e-6)
+    assert 1e-4 < (results["bfloat16"] - want).abs().max() < 5e-2
+    with pytest.raises(ValueError, match="ns_dtype"):
+        Muon([torch.nn.Parameter(W0.clone())], ns_dtype="half")
+
+
+def test_configure_optimizer_runs_newton_schulz_in_float32_on_cpu():
+    from mathref.gpt import GPT, GPTConfig
+    from mathref.train import configure_optimizer
+    model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, d_model=16))
+    groups = configure_optimizer(model, 1e-3, 0.1, optimizer="muon").param_groups
+    assert groups[0]["muon"] and groups[0]["ns_dtype"] == "float32"

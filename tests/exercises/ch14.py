@@ -119,12 +119,6 @@ WRONG_ANSWERS = {
     "ch14-perplexity-bpb": [bpb_over_log2_256, bpb_per_token, ppl_base_two, bpb_without_ln2],
     "ch14-top-k": [top_k_zero_fill, top_k_smallest, top_k_whole_batch, top_k_strict],
     "ch14-top-p": [top_p_inclusive, top_p_not_renormalized, top_p_unsorted],
-}
-
-# The exercise 'One cached decode step with RoPE' (checker: checks.check_ch14_rope_decode_step)
-# is written in commit efe7e37's notebook 14, which still needs `make outputs`; when it lands,
-# move this entry into WRONG_ANSWERS. Until then tests/test_exercises.py cannot run it.
-PENDING_WRONG_ANSWERS = {
     "ch14-rope-decode-step": [decode_without_offset, decode_offset_one_too_far,
                               decode_query_not_rotated, decode_values_rotated, decode_without_scale,
                               decode_prepends],
