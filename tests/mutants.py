@@ -17,7 +17,9 @@ survives or is stale.
     python -m tests.mutants [--only NAME ...] [--suites unit,checkers,nbval] [--first]
 
 ``--first`` stops at the first suite that catches a mutant (faster; the other columns read
-"-").
+"-"). ``--control`` first runs every chosen suite on an unmutated copy, for every chapter the
+chosen mutants name, and stops if any fails: a suite that fails without a mutation would
+"catch" every mutant.
 """
 import argparse
 import os
@@ -168,6 +170,8 @@ def main(argv=None):
     parser.add_argument("--suites", default=",".join(SUITES))
     parser.add_argument("--first", action="store_true",
                         help="stop at the first suite that catches each mutant")
+    parser.add_argument("--control", action="store_true",
+                        help="first check that the suites pass without any mutation")
     args = parser.parse_args(argv)
     suites = [s for s in args.suites.split(",") if s]
     unknown = set(suites) - set(SUITES)
@@ -176,6 +180,18 @@ def main(argv=None):
     chosen = [m for m in MUTANTS if args.only is None or m.name in args.only]
     if args.only and len(chosen) != len(args.only):
         parser.error(f"unknown mutants; known: {[m.name for m in MUTANTS]}")
+
+    if args.control:
+        chapters = tuple(sorted({c for m in chosen for c in m.notebooks}))
+        control = Mutant("control", chosen[0].path, "", "", chapters)
+        with tempfile.TemporaryDirectory(prefix="mutant-control-") as scratch:
+            copy_checkout(Path(scratch))
+            for suite in suites:
+                verdict = run_suite(suite, control, Path(scratch))
+                print(f"control (no mutation), {suite}: "
+                      f"{'passes' if verdict == 'missed' else verdict}", flush=True)
+                if verdict != "missed":
+                    return 2
 
     rows, bad = [], 0
     for mutant in chosen:
