@@ -322,7 +322,7 @@ def main():
             break
         venv, _ = venv_for(version, install_mathref=bool(notebooks))
         installed = torch_version_in(venv)
-        log(f"torch {installed}: {venv.relative_to(ROOT)}")
+        log(f"torch {installed}: {venv}")
         save = functools.partial(save_result, version, installed)
         res = run_notebooks(venv, notebooks, save)
         if not args.no_unit:
