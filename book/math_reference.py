@@ -1,6 +1,6 @@
-"""The registry behind the book's math reference: for every public function and class of
-mathref, the equation it implements, its name, the chapter section that derives it and the
-test that checks it.
+"""The registry behind the book's math reference page (book metadata, not part of the
+mathref package): for every public function and class of mathref, the equation it implements,
+its name, the chapter section that derives it and the test that checks it.
 
 ``python book/make_reference_pages.py`` (run by ``make book``) turns it into
 ``book/math_reference.md``; ``tests/test_reference.py`` fails when a public mathref function
@@ -12,8 +12,6 @@ Fields of an ``Entry``: ``function`` ("module.name" inside mathref), ``name`` (w
 ("test_file.py::test_name" inside tests/).
 """
 from collections import namedtuple
-
-__all__ = ["Entry", "ENTRIES"]
 
 Entry = namedtuple("Entry", "function name equation section test")
 
@@ -547,6 +545,4 @@ ENTRIES += [
       "instructors-grading-trust", "test_grade.py::test_every_cheat_and_attack_fails_and_harms_no_one"),
     Entry("student.nbgrader_notebook", "a chapter with nbgrader's cell metadata", None,
       "instructors-nbgrader", "test_nbgrader.py::test_nbgrader_generates_and_autogrades_a_chapter"),
-    Entry("reference.Entry", "one row of this page", None,
-      "math-reference", "test_reference.py::test_every_entry_names_a_real_function_section_and_test"),
 ]
