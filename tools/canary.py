@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Outside the checkout, so every clone on a machine (CI's fresh one too) reuses the venvs.
 CACHE = Path(os.environ.get("MATHREF_CANARY_DIR")
              or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mathref" / "canary")
-STAMP_VERSION = "1"  # bump to rebuild every cached environment
+STAMP_VERSION = "2"  # bump to rebuild every cached environment
 # The test tools on top of what mathref itself pulls in (versions from requirements.txt).
 TEST_PACKAGES = ["pytest", "pytest-xdist", "hypothesis", "nbformat", "nbclient", "ipykernel",
                  "ipywidgets", "PyYAML", "transformers", "nbval"]
@@ -82,6 +82,15 @@ def pip_env(constraints):
     return env
 
 
+def mathref_dependencies():
+    """mathref's own runtime dependencies but torch (pyproject.toml), so that the unit tests,
+    which import the checkout's mathref, find them even when no notebook installs mathref."""
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return [d for d in deps if not re.match(r"torch\b", d)]
+
+
 def requirements_without_torch():
     return "".join(line + "\n" for line in (ROOT / "requirements.txt").read_text().splitlines()
                    if not re.match(r"\s*torch\s*==", line))
@@ -112,7 +121,7 @@ def venv_for(version, install_mathref=True):
     py = venv / "bin" / "python"
     constraints = CACHE / f"constraints-{version}.txt"
     reqs = requirements_without_torch()
-    key = hashlib.sha256(f"{STAMP_VERSION}\n{version}\n{reqs}\n{TEST_PACKAGES}\n{sys.version_info[:2]}"
+    key = hashlib.sha256(f"{STAMP_VERSION}\n{version}\n{reqs}\n{TEST_PACKAGES}\n{mathref_dependencies()}\n{sys.version_info[:2]}"
                          .encode()).hexdigest()[:16]
     stamp = venv / ".canary-stamp"
     if not (stamp.exists() and stamp.read_text().strip() == key and py.exists()):
@@ -127,7 +136,7 @@ def venv_for(version, install_mathref=True):
         subprocess.run(pip + ["--upgrade", "pip"], env=env, check=True)
         # torch first (what Colab ships), then the test tools pinned like the course's own.
         subprocess.run(pip + [f"torch=={version}"], env=env, check=True)
-        subprocess.run(pip + TEST_PACKAGES, env=env, check=True)
+        subprocess.run(pip + TEST_PACKAGES + mathref_dependencies(), env=env, check=True)
         stamp.write_text(key + "\n")
         size = subprocess.run(["du", "-sh", str(venv)], capture_output=True, text=True).stdout.split()[0]
         log(f"built in {time.time() - start:.0f} s, {size} on disk")
