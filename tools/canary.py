@@ -101,10 +101,15 @@ def head_commit():
                           text=True, check=True).stdout.strip()
 
 
-def code_key():
-    """What the results depend on: the committed mathref, notebooks, tests and pyproject.toml
-    (commits that touch only the book or the docs keep the saved results valid)."""
-    paths = ["HEAD:mathref", "HEAD:notebooks", "HEAD:tests", "HEAD:pyproject.toml", "HEAD:requirements.txt"]
+def code_key(name):
+    """What one result depends on, from the committed tree: mathref, the pins, and the notebook
+    itself (a notebook row) or the tests (a unit-test row). Editing one chapter keeps the
+    saved results of the others."""
+    # the unit tests also read the notebooks, the book and the tools (not CONTRIBUTING.md,
+    # where the table itself is recorded)
+    own = ([f"HEAD:{name}"] if name.endswith(".ipynb") else
+           ["HEAD:tests", "HEAD:notebooks", "HEAD:book", "HEAD:tools", "HEAD:_toc.yml", "HEAD:_config.yml"])
+    paths = ["HEAD:mathref", "HEAD:pyproject.toml", "HEAD:requirements.txt", *own]
     out = subprocess.run(["git", "rev-parse", *paths], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
     return hashlib.sha256(out.encode()).hexdigest()[:16]
@@ -206,15 +211,25 @@ def execute_notebook(path, repo_url, ref, workdir):
 
 def save_result(version, installed, name, result):
     """Merged into this version's saved results at once (an interrupted run keeps its rows;
-    a run of one notebook updates its row). Results are kept while the code is the same."""
+    a run of one notebook updates its row). Each row is kept while what it depends on
+    (``code_key(name)``) is unchanged."""
     saved = CACHE / f"results-{version}.json"
     data = json.loads(saved.read_text()) if saved.exists() else {}
-    if data.get("torch") != installed or data.get("code") != code_key():
+    if data.get("torch") != installed or "keys" not in data:
         data = {}
     data.setdefault("results", {})[name] = result
-    data.update(torch=installed, code=code_key(), commit=head_commit(), python=sys.version.split()[0],
+    data.setdefault("keys", {})[name] = code_key(name)
+    data.setdefault("commits", {})[name] = head_commit()
+    data.update(torch=installed, python=sys.version.split()[0],
                 updated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     saved.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
+def current_results(data):
+    """The saved rows whose key still matches the committed code."""
+    keys = data.get("keys", {})
+    return {name: result for name, result in data.get("results", {}).items()
+            if keys.get(name) == code_key(name)}
 
 
 def run_notebooks(venv, notebooks, save):
@@ -341,20 +356,19 @@ def main():
             status |= rc != 0
         status |= any(v != "✓" for k, v in res.items() if k != "unit tests")
 
-    # The table: every version's last results for this commit.
+    # The table: every version's last results that match the committed code.
     all_notebooks = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb"))
     shown = notebooks
     columns, saved_results, complete = [], [], True
     for version in versions:
         saved = CACHE / f"results-{version}.json"
         data = json.loads(saved.read_text()) if saved.exists() else {}
-        if data.get("code") != code_key():
-            data = {}
         role = ("floor" if version == floor_version() else
                 "newest" if not args.versions and not args.floor else "")
         columns.append(f"torch {data.get('torch', version)}" + (f" ({role})" if role else ""))
-        saved_results.append(data.get("results", {}))
-        complete &= all(n in data.get("results", {}) for n in all_notebooks + ["unit tests"])
+        current = current_results(data)
+        saved_results.append(current)
+        complete &= all(n in current for n in all_notebooks + ["unit tests"])
     names = shown + ([] if args.no_unit else ["unit tests (quick)" if args.quick else "unit tests"])
     if not args.quick and any("unit tests (quick)" in res for res in saved_results):
         names.append("unit tests (quick)")
