@@ -148,7 +148,7 @@ def suite_commands(suite, mutant, tree):
 
 
 def run_suite(suite, mutant, tree):
-    env = dict(os.environ, PYTHONPATH=str(tree), MATHREF_DEVICE="cpu", OMP_NUM_THREADS="2",
+    env = dict(os.environ, PYTHONPATH=str(tree), MATHREF_DEVICE="cpu", OMP_NUM_THREADS="1",
                PYTHONHASHSEED="0")
     for command in suite_commands(suite, mutant, tree):
         result = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True,

@@ -101,7 +101,9 @@ def time_table():
 
 
 def pytest_terminal_summary(terminalreporter):
-    if not _seconds:
+    # under pytest-xdist (the perturbed pass) the controller receives every cell's report and
+    # writes the table; a worker has only its own notebooks
+    if not _seconds or hasattr(terminalreporter.config, "workerinput"):
         return
     table = time_table()
     terminalreporter.write_sep("=", "notebook execution times")
