@@ -29,3 +29,20 @@ def test_autograd_answer_fails_with_a_reason(label, index, capsys):
         CHECKS[label](CHEATS[label][index])
     assert failure.value.label == label
     assert "✅" not in capsys.readouterr().out
+
+
+def test_autograd_is_restored_after_a_refused_call():
+    import torch
+
+    from mathref.checks.core import _FUNC_TRANSFORMS
+
+    before = (torch.Tensor.backward, torch.autograd.grad, torch.autograd.backward,
+              *(getattr(torch.func, name) for name in _FUNC_TRANSFORMS))
+    for label, i in CASES:
+        with pytest.raises(ExerciseCheckFailed):
+            CHECKS[label](CHEATS[label][i])
+    after = (torch.Tensor.backward, torch.autograd.grad, torch.autograd.backward,
+             *(getattr(torch.func, name) for name in _FUNC_TRANSFORMS))
+    assert all(a is b for a, b in zip(before, after))
+    x = torch.ones(2, requires_grad=True)
+    assert torch.func.grad(lambda t: (t * t).sum())(x.detach()).tolist() == [2.0, 2.0]

@@ -128,12 +128,19 @@ _AUTOGRAD_MESSAGE = ("this exercise asks for the gradient by hand, without autog
                      "function used it ({what}). Compute it from the formulas in the chapter.")
 
 
+# torch.func's differentiating transforms: under inference mode some torch versions raise and
+# others (2.9) quietly return wrong numbers, so they are refused by name, like backward.
+_FUNC_TRANSFORMS = ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
+                    "linearize")
+
+
 def without_autograd(answer):
     """``answer`` wrapped so that each call runs with autograd unavailable: under
     ``torch.inference_mode()`` (no graph is recorded, so ``backward`` has nothing to follow) and
-    with ``Tensor.backward``, ``torch.autograd.grad`` and ``torch.autograd.backward`` replaced by
-    functions that fail the check. Use it for every exercise whose statement says "without
-    autograd"; compute the checker's own oracle outside the wrapped call."""
+    with ``Tensor.backward``, ``torch.autograd.grad``, ``torch.autograd.backward`` and the
+    differentiating transforms of ``torch.func`` replaced by functions that fail the check. Use
+    it for every exercise whose statement says "without autograd"; compute the checker's own
+    oracle outside the wrapped call."""
     def refuse(what):
         def stub(*args, **kwargs):
             raise CheckFailure(_AUTOGRAD_MESSAGE.format(what=what))
@@ -142,9 +149,13 @@ def without_autograd(answer):
     @functools.wraps(answer)
     def call(*args, **kwargs):
         saved = (torch.Tensor.backward, torch.autograd.grad, torch.autograd.backward)
+        saved_func = {name: getattr(torch.func, name) for name in _FUNC_TRANSFORMS
+                      if hasattr(torch.func, name)}
         torch.Tensor.backward = refuse("Tensor.backward")
         torch.autograd.grad = refuse("torch.autograd.grad")
         torch.autograd.backward = refuse("torch.autograd.backward")
+        for name in saved_func:
+            setattr(torch.func, name, refuse(f"torch.func.{name}"))
         try:
             with torch.inference_mode():
                 return answer(*args, **kwargs)
@@ -154,4 +165,6 @@ def without_autograd(answer):
             raise
         finally:
             torch.Tensor.backward, torch.autograd.grad, torch.autograd.backward = saved
+            for name, transform in saved_func.items():
+                setattr(torch.func, name, transform)
     return call
