@@ -156,7 +156,8 @@ def run_suite(suite, mutant, tree):
         summary = (result.stdout + result.stderr).strip().splitlines()[-1:] or [""]
         # exit 1: tests failed; exit 2 with a failure count: -x stopped xdist after a failure
         if result.returncode == 1 or (result.returncode == 2 and " failed" in summary[0]):
-            failed = [line.split()[1] for line in result.stdout.splitlines()
+            # "FAILED notebooks/14_gpt.ipynb::Cell 18 - ..." -> the test id, spaces included
+            failed = [line[len("FAILED "):].split(" - ")[0] for line in result.stdout.splitlines()
                       if line.startswith("FAILED ")]
             return "caught" + (f" by {failed[0]}" if failed else "")
         if result.returncode != 0:
@@ -180,6 +181,10 @@ def main(argv=None):
     chosen = [m for m in MUTANTS if args.only is None or m.name in args.only]
     if args.only and len(chosen) != len(args.only):
         parser.error(f"unknown mutants; known: {[m.name for m in MUTANTS]}")
+    data = Path(os.environ.get("MATHREF_DATA") or Path.home() / ".cache" / "mathref")
+    if "nbval" in suites and not (data / "tinyshakespeare.txt").exists():
+        # a notebook that stops at a missing file would "catch" every mutant
+        parser.error(f"no tinyshakespeare.txt in {data}: set MATHREF_DATA (make mutants does it)")
 
     if args.control:
         chapters = tuple(sorted({c for m in chosen for c in m.notebooks}))
