@@ -77,6 +77,23 @@ def number_aware_compare_outputs(self, test, ref, skip_compare=None):
 
 nbval_plugin.IPyNbCell.compare_outputs = number_aware_compare_outputs
 
+# After a cell's reply, nbval reads the cell's remaining IOPub messages with a fixed 5 s timeout
+# for each (nbval 0.11 sets it in IPyNbCell.__init__, not configurable). A training cell sends
+# thousands of progress-bar messages, and on a loaded machine the kernel's IOPub thread fell more
+# than 5 s behind: chapter 14 failed with "Timeout of 5 seconds exceeded waiting for output"
+# after its training had finished, and every later cell was skipped. 60 s keeps a real hang
+# bounded (the cell itself still times out after --nbval-cell-timeout).
+OUTPUT_TIMEOUT_S = 60
+_nbval_cell_init = nbval_plugin.IPyNbCell.__init__
+
+
+def _cell_init_with_output_timeout(self, *args, **kwargs):
+    _nbval_cell_init(self, *args, **kwargs)
+    self.output_timeout = OUTPUT_TIMEOUT_S
+
+
+nbval_plugin.IPyNbCell.__init__ = _cell_init_with_output_timeout
+
 
 def pytest_runtest_logreport(report):
     path = report.nodeid.split("::")[0]
