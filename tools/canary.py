@@ -337,8 +337,8 @@ def main():
         versions = [floor_version()]
     else:
         versions = args.versions or [newest_version(), floor_version()]
-    notebooks = [] if args.unit else (args.notebooks or sorted(
-        str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb")))
+    all_notebooks = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb"))
+    notebooks = [] if args.unit else (args.notebooks or all_notebooks)
 
     status = 0
     for version in versions:
@@ -356,9 +356,9 @@ def main():
             status |= rc != 0
         status |= any(v != "✓" for k, v in res.items() if k != "unit tests")
 
-    # The table: every version's last results that match the committed code.
-    all_notebooks = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb"))
-    shown = notebooks
+    # The table: every version's last results that match the committed code, one row per
+    # notebook even when this run re-ran only some (the others keep their saved rows).
+    shown = [] if args.unit else all_notebooks
     columns, saved_results, complete = [], [], True
     for version in versions:
         saved = CACHE / f"results-{version}.json"
@@ -369,7 +369,7 @@ def main():
         current = current_results(data)
         saved_results.append(current)
         complete &= all(n in current for n in all_notebooks + ["unit tests"])
-    names = shown + ([] if args.no_unit else ["unit tests (quick)" if args.quick else "unit tests"])
+    names = shown + ["unit tests (quick)" if args.quick else "unit tests"]
     if not args.quick and any("unit tests (quick)" in res for res in saved_results):
         names.append("unit tests (quick)")
     cells = [[res.get(n, "not run") for n in names] for res in saved_results]
