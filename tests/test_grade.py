@@ -7,6 +7,7 @@ exact exercises. ``tests/grade_hostile.py`` makes one submission per cheat and a
 """
 import csv
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 from mathref.grade import (check_calls, csv_safe, find_solution, grade_folder,
                            load_assignment, read_submission, report_safe, student_name)
@@ -68,8 +70,10 @@ EXPECTED = {   # student: (status, score, verdicts of selftest-square, -descent,
     "skiptag": ("not executed", 0, NONE),                   # skip-execution + stored output
     "trunc": ("invalid notebook", 0, INVALID),
     "tryexcept": ("not executed", 0, NONE),                 # try/except around the check
-    "vandal": ("not executed", 0, ["fail"] + REST),         # cannot touch the others' files
-    "zoe": ("duplicate name", 0, INVALID),                  # zoe and ｚｏｅ (NFKC): one row
+    "vandal": ("not executed", 0, ["error"] + REST),        # cannot touch the others' files
+    # zoe.ipynb and ｚｏｅ.ipynb are one name after NFKC: both graded, both flagged
+    "zoe": ("not executed", 0, NONE),
+    "zoe [name clash: \uff5a\uff4f\uff45.ipynb]": ("not executed", 3, ALL),
 }
 
 
@@ -109,7 +113,8 @@ def test_every_cheat_and_attack_fails_and_harms_no_one(tmp_path):
     assert "ada: 3/3" in text.splitlines() and "new?line: 3 of 3: 0/3" in text.splitlines()
     assert ("Skipped (not <student>.ipynb): .hidden.ipynb (hidden), extra/ (a folder), "
             "link.ipynb (a link), notes.txt (not .ipynb)") in text
-    assert "Isolation: " in text
+    assert "Isolation: bubblewrap sandbox" in text and not text.startswith("UNSAFE")
+    assert "[FLAGGED: name clash: 2 files normalize to 'zoe'" in text
 
 
 def test_reference_solutions_pass_and_the_student_notebook_is_not_attempted(tmp_path):
@@ -209,3 +214,85 @@ def test_cli_needs_an_assignment_and_a_non_empty_folder(tmp_path):
     run = grade_cli(empty, "--assignment", tmp_path / "a.ipynb", cwd=tmp_path)
     assert run.returncode == 2 and "no <student>.ipynb files" in run.stderr
     assert not (tmp_path / "grades.csv").exists()
+
+
+def _one_submission(tmp_path):
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(selftest_assignment(), folder / "ada.ipynb")
+    nbformat.write(selftest_assignment(False), tmp_path / "assignment.ipynb")
+    return folder
+
+
+def test_without_a_sandbox_the_grader_refuses_unless_told_unsafe(tmp_path):
+    """No bubblewrap on PATH: no grading, and the message says how to get the sandbox."""
+    folder = _one_submission(tmp_path)
+    env = dict(os.environ, PATH=str(tmp_path / "no-bin"))     # bwrap cannot be found
+    args = [folder, "--assignment", tmp_path / "assignment.ipynb", "--no-execute",
+            "--out", tmp_path / "grades.csv"]
+    run = grade_cli(*args, env=env, cwd=tmp_path, timeout=600)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "refusing to grade" in run.stderr and "apt-get install bubblewrap" in run.stderr
+    assert "--unsafe" in run.stderr and not (tmp_path / "grades.csv").exists()
+    # grade_folder itself fails closed too (a script that skips the CLI)
+    direct = subprocess.run(
+        [sys.executable, "-c", "from mathref.grade import grade_folder\n"
+         f"grade_folder({str(folder)!r}, {str(tmp_path / 'assignment.ipynb')!r}, execute=False)"],
+        env=dict(env, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=600)
+    assert direct.returncode != 0 and "SandboxUnavailable" in direct.stderr, direct.stderr
+    run = grade_cli(*args, "--unsafe", env=env, cwd=tmp_path, timeout=600)
+    if os.geteuid() == 0 and "nobody cannot run this Python" in run.stderr:
+        # as root, where the user nobody cannot run this interpreter, even --unsafe refuses:
+        # students' code would otherwise run as root
+        assert run.returncode == 2 and "refusing even with --unsafe" in run.stderr
+    else:
+        assert run.returncode == 0, run.stderr
+        report = run.stdout
+        assert report.startswith("UNSAFE: no sandbox (--unsafe)"), report
+        assert "ada: 3/3" in report.splitlines()
+
+
+def test_sandboxed_code_never_runs_as_root_and_sees_only_its_folder(tmp_path):
+    from mathref.grade import sandbox
+    workdir, other = tmp_path / "work", tmp_path / "other"
+    workdir.mkdir()
+    other.mkdir()
+    (other / "secret.txt").write_text("another student's work")
+    probe = ("import os, json\n"
+             "def can(f):\n    try:\n        open(f).read(); return True\n"
+             "    except OSError:\n        return False\n"
+             f"print(json.dumps({{'uid': os.getuid(), 'euid': os.geteuid(), "
+             f"'shadow': can('/etc/shadow'), 'other': can({str(other / 'secret.txt')!r})}}))\n")
+    argv, options = sandbox.command([sandbox.python(), "-c", probe], workdir,
+                                    hidden=[str(tmp_path / "other")])
+    run = subprocess.run(argv, env=sandbox.environment(workdir, ROOT), capture_output=True,
+                         text=True, timeout=120, **options)
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)
+    assert seen["uid"] != 0 and seen["euid"] != 0, seen
+    assert not seen["shadow"] and not seen["other"], seen
+
+
+def test_the_verifier_refuses_a_forged_expanded_tensor(monkeypatch):
+    """A 1.5 KB message carrying a stride-0 view of 10^10 elements (an 'expand' of a tiny
+    storage): the trusted side refuses it at decoding, before any arithmetic materializes it."""
+    import io
+
+    from mathref.grade import rpc
+    huge = torch.zeros(1).expand(100_000, 100_000)
+    buffer = io.BytesIO()
+    torch.save({"kind": "reply", "value": ("T", huge, False)}, buffer)
+    assert len(buffer.getvalue()) < 4096
+    loaded = torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)
+    assert loaded["value"][1].stride() == (0, 0)          # the view survives the trip
+    endpoint = rpc.Endpoint.__new__(rpc.Endpoint)
+    with pytest.raises(rpc.ChannelClosed, match="overlap|grader does not accept"):
+        endpoint.decode(loaded["value"])
+    small = torch.zeros(4).expand(3, 4)                   # overlapping even when small
+    with pytest.raises(rpc.ChannelClosed, match="overlap"):
+        endpoint.decode(("T", small, False))
+    monkeypatch.setattr(rpc, "MAX_ELEMENTS", 100)           # real, but over the size cap
+    with pytest.raises(rpc.ChannelClosed, match="grader does not accept"):
+        endpoint.decode(("T", torch.zeros(101), False))
+    honest = torch.arange(24.0).view(2, 3, 4).transpose(0, 2)[::2]   # a strided, honest view
+    assert torch.equal(endpoint.decode(("T", honest, False)), honest)

@@ -260,10 +260,11 @@ class _Session:
     workers import, the sandbox's hidden paths, and the options."""
 
     def __init__(self, assignment, submissions, outputs=(), timeout=120, exercise_timeout=60,
-                 execute=True, limits=None):
+                 execute=True, limits=None, unsafe=False):
         self.assignment = assignment
         self.timeout, self.exercise_timeout, self.execute = timeout, exercise_timeout, execute
         self.limits = limits or {}
+        self.unsafe = unsafe
         self.root = Path(tempfile.mkdtemp(prefix="mathref-grade-"))
         os.chmod(self.root, 0o711)
         self.lib = self.root / "lib"
@@ -272,14 +273,20 @@ class _Session:
         for path in [self.lib, *self.lib.rglob("*")]:
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
         self.digest = self._digest()
-        self.hidden = [str(Path(submissions).resolve())] + [str(Path(p).resolve()) for p in outputs]
+        # hidden from students' code: the submissions, the grader's outputs, and this folder
+        # (the other students' work folders, job and result files); its lib/ and the student's
+        # own work folder are bound back in
+        self.hidden = [str(Path(submissions).resolve())] + \
+            [str(Path(p).resolve()) for p in outputs] + [str(self.root.resolve())]
         self.counter = 0
         self.lock = threading.Lock()
 
     def _digest(self):
+        """Every entry of the snapshot (a planted .pyc or a new file counts, not only *.py)."""
         h = hashlib.sha256()
-        for path in sorted(self.lib.rglob("*.py")):
-            h.update(str(path).encode() + path.read_bytes())
+        for path in sorted(self.lib.rglob("*")):
+            h.update(str(path).encode() + (b"<link>" if path.is_symlink() else
+                                           b"<dir>" if path.is_dir() else path.read_bytes()))
         return h.hexdigest()
 
     def intact(self):
@@ -322,7 +329,7 @@ def _record(session, workdir, executed_dir, student):
     argv, options = sandbox.command(
         [sandbox.python(), "-m", "mathref.grade.record", "submission.ipynb", "executed.ipynb",
          str(session.timeout)], workdir, readable=[session.lib], hidden=session.hidden,
-        limits=session.limits)
+        limits=session.limits, unsafe=session.unsafe)
     env = sandbox.environment(workdir, session.lib)
     start = time.monotonic()
     finished = _run_guarded(argv, options, env, session.timeout + 30)
@@ -365,12 +372,14 @@ def _verify(session, workdir, nb):
     job = {"workdir": str(workdir), "setup": session.assignment["setup"],
            "exercises": exercises, "exercise_timeout": session.exercise_timeout,
            "readable": [str(session.lib)], "hidden": session.hidden,
-           "pythonpath": str(session.lib), "limits": session.limits}
+           "pythonpath": str(session.lib), "limits": session.limits,
+           "unsafe": session.unsafe}
     job_file = Path(str(workdir) + ".job.json")
     result_file = Path(str(workdir) + ".result.json")
     job_file.write_text(json.dumps(job), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["PYTHONPATH"] = str(session.lib)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"   # the snapshot stays exactly as copied (see intact)
     env["OMP_NUM_THREADS"] = "1"
     wall = (len(exercises) + 1) * session.exercise_timeout + 60
     process = subprocess.Popen([sandbox.python(), "-m", "mathref.grade.verify", str(job_file),
@@ -393,15 +402,16 @@ def _verify(session, workdir, nb):
     return verdicts
 
 
-def _grade_submission(path, session, executed_dir=None):
-    """Grade one file; return a dict with ``student``, ``file``, ``status``, ``detail``,
+def _grade_submission(path, session, executed_dir=None, student=None, flag=""):
+    """Grade one file; return a dict with ``student`` (the row's name: ``student`` or the file's
+    normalized name), ``file``, ``status``, ``detail``, ``flag`` (e.g. a name clash),
     ``verdicts`` ({label: (verdict, message)}), ``score`` and ``seconds``."""
     path = Path(path)
     start = time.monotonic()
     labels = [e["label"] for e in session.assignment["exercises"]]
-    result = {"student": student_name(path.name), "file": report_safe(path.name),
+    result = {"student": student or student_name(path.name), "file": report_safe(path.name),
               "status": "ok" if session.execute else "not executed", "detail": "",
-              "verdicts": {}, "seconds": 0.0}
+              "flag": flag, "verdicts": {}, "seconds": 0.0}
     try:
         try:
             nb = read_submission(path)
@@ -435,10 +445,14 @@ def _grade_submission(path, session, executed_dir=None):
 
 
 def grade_folder(folder, assignment, timeout=120, exercise_timeout=60, jobs=1, execute=True,
-                 log=None, progress=None, executed_dir=None, outputs=(), limits=None):
+                 log=None, progress=None, executed_dir=None, outputs=(), limits=None,
+                 unsafe=False):
     """Grade every ``<student>.ipynb`` in ``folder`` against ``assignment`` (a path or the
     dict of :func:`load_assignment`); return (results, labels, skipped). ``progress`` (a path)
-    gets one JSON line per student as each finishes."""
+    gets one JSON line per student as each finishes. Without a working sandbox it raises
+    :class:`mathref.grade.sandbox.SandboxUnavailable` unless ``unsafe`` is true."""
+    from mathref.grade import sandbox
+    sandbox.require(unsafe)
     if not isinstance(assignment, dict):
         assignment = load_assignment(assignment)
     labels = [e["label"] for e in assignment["exercises"]]
@@ -446,19 +460,21 @@ def grade_folder(folder, assignment, timeout=120, exercise_timeout=60, jobs=1, e
     by_name = {}
     for f in files:
         by_name.setdefault(student_name(f.name), []).append(f)
-    unique, duplicated = [], []
+    # names that normalize to one string (zoe.ipynb and ｚｏｅ.ipynb) are all graded, each under a
+    # row of its own, and flagged: the file already spelled as its normalized name keeps it
+    to_grade = []
     for name, group in by_name.items():
-        (unique if len(group) == 1 else duplicated).append((name, group))
+        for f in group:
+            if len(group) == 1:
+                to_grade.append((f, name, ""))
+                continue
+            row = name if f.name == name + ".ipynb" else f"{name} [name clash: {report_safe(f.name)}]"
+            to_grade.append((f, row, f"name clash: {len(group)} files normalize to {name!r}: "
+                                     + ", ".join(report_safe(g.name) for g in group)))
     session = _Session(assignment, folder, outputs=list(outputs) + ([progress] if progress else []),
                       timeout=timeout, exercise_timeout=exercise_timeout, execute=execute,
-                      limits=limits)
+                      limits=limits, unsafe=unsafe)
     results = []
-    for name, group in duplicated:
-        results.append({"student": name, "file": ", ".join(report_safe(f.name) for f in group),
-                        "status": "duplicate name", "score": 0, "seconds": 0.0,
-                        "detail": f"{len(group)} files have this name after Unicode "
-                                  "normalization: " + ", ".join(report_safe(f.name) for f in group),
-                        "verdicts": {label: ("not run", "") for label in labels}})
     lock = threading.Lock()
 
     def done(result):
@@ -476,8 +492,8 @@ def grade_folder(folder, assignment, timeout=120, exercise_timeout=60, jobs=1, e
         if executed_dir is not None:
             (Path(executed_dir) / "pending").mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(_grade_submission, f, session, executed_dir)
-                       for _, (f,) in unique]
+            futures = [pool.submit(_grade_submission, f, session, executed_dir, row, flag)
+                       for f, row, flag in to_grade]
             for future in as_completed(futures):
                 done(future.result())
     finally:
@@ -512,8 +528,9 @@ def write_csv(results, labels, path):
 
 
 def format_report(results, labels, folder, timeout, skipped=(), mode=""):
-    lines = [f"Graded {len(results)} submission(s) in {report_safe(folder)}: {len(labels)} "
-             f"exercise(s), time limit {timeout} s per notebook."]
+    lines = [f"{mode}."] if mode.startswith("UNSAFE") else []   # said first, never buried
+    lines.append(f"Graded {len(results)} submission(s) in {report_safe(folder)}: {len(labels)} "
+                 f"exercise(s), time limit {timeout} s per notebook.")
     if mode:
         lines.append(f"Isolation: {mode}.")
     lines.append("")
@@ -521,6 +538,8 @@ def format_report(results, labels, folder, timeout, skipped=(), mode=""):
         head = f"{report_safe(r['student'])}: {r['score']}/{len(labels)}"
         if r["status"] not in ("ok", "not executed"):
             head += f" ({r['status']}: {report_safe(r['detail'])})"
+        if r.get("flag"):
+            head += f" [FLAGGED: {report_safe(r['flag'])}]"
         lines.append(head)
         grouped = {}
         for label in labels:
@@ -574,6 +593,10 @@ def main(argv=None):
                         help="submissions graded at the same time (default: 1)")
     parser.add_argument("--no-execute", action="store_true",
                         help="skip executing the notebooks for the record (verdicts only)")
+    parser.add_argument("--unsafe", action="store_true",
+                        help="grade even without a working bubblewrap sandbox: students' code "
+                             "then runs with rlimits only and can read and change what this "
+                             "user can (the report's first line says so)")
     parser.add_argument("--executed", type=Path, default=None, metavar="DIR",
                         help="keep the executed notebooks in DIR (written at the end)")
     args = parser.parse_args(argv)
@@ -596,7 +619,11 @@ def main(argv=None):
         print(line, file=sys.stderr, flush=True)
 
     from mathref.grade import sandbox
-    mode = sandbox.mode()
+    try:
+        mode = sandbox.require(args.unsafe)
+    except sandbox.SandboxUnavailable as err:
+        print(f"python -m mathref.grade: refusing to grade: {err}", file=sys.stderr)
+        return 2
     log(f"isolation: {mode}")
     progress = args.out.with_name(args.out.name + ".partial.jsonl")
     progress.write_text("", encoding="utf-8")
@@ -609,7 +636,7 @@ def main(argv=None):
         results, labels, skipped = grade_folder(
             args.submissions, assignment, args.timeout, args.exercise_timeout, args.jobs,
             execute=not args.no_execute, log=log, progress=progress, executed_dir=executed_tmp,
-            outputs=outputs + ([executed_tmp] if executed_tmp else []))
+            outputs=outputs + ([executed_tmp] if executed_tmp else []), unsafe=args.unsafe)
         write_csv(results, labels, args.out)
         report = format_report(results, labels, args.submissions, args.timeout, skipped, mode)
         if args.report:

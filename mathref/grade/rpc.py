@@ -24,6 +24,7 @@ import torch
 MAX_MESSAGE = 256 * 2 ** 20   # bytes: a reply larger than this is refused
 MAX_ITEMS = 1_000_000         # elements of one container, and of an iteration
 MAX_DEPTH = 64                # nesting of containers
+MAX_ELEMENTS = 2 ** 26        # elements of one tensor or array (256 MiB of float32)
 
 
 class ChannelClosed(BaseException):
@@ -54,9 +55,9 @@ def remote_exception(type_name, message):
     that name, which no checker can mistake for a control-flow signal."""
     type_name = "".join(ch for ch in str(type_name)[:80] if ch.isalnum() or ch == "_") or "Error"
     message = str(message)[:2000]
-    if type_name == "CheckFailure":
-        from mathref.checks.core import CheckFailure
-        return CheckFailure(message)
+    if type_name in ("CheckFailure", "ForbiddenCall"):
+        from mathref.checks import core
+        return getattr(core, type_name)(message)
     if type_name in _SAFE_BUILTIN_ERRORS:
         return _SAFE_BUILTIN_ERRORS[type_name](message)
     cls = type(type_name, (RemoteError,), {"remote_type": type_name})
@@ -114,6 +115,7 @@ class Handle:
     """A proxy for an object that lives in the other process."""
 
     __slots__ = ("_endpoint", "_id", "_type", "_name", "__weakref__")
+    _mathref_remote = True   # read by mathref.checks.core: rules travel with calls to it
 
     def __init__(self, endpoint, ident, type_name, name):
         object.__setattr__(self, "_endpoint", endpoint)
@@ -151,6 +153,26 @@ class CallableHandle(Handle):
     @property
     def __name__(self):
         return self._name or self._type
+
+
+def checked_tensor(t):
+    """``t`` if it is a plain tensor whose every element has storage of its own, else
+    ChannelClosed. ``torch.load`` keeps a saved view's sizes and strides, so without this a
+    1.5 KB message could carry an expanded (stride 0) tensor of billions of elements that the
+    first arithmetic on it would make real in the trusted process."""
+    if t.layout != torch.strided or t.is_quantized or t.is_nested or t.numel() > MAX_ELEMENTS:
+        raise ChannelClosed(f"a tensor the grader does not accept ({t.layout}, {t.numel()} elements)")
+    if t.numel() == 0:
+        return t
+    dims = sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1)
+    reach = 0                        # the furthest element offset of the dims taken so far
+    for stride, size in dims:        # no stride tricks: each dim steps past all smaller ones
+        if stride <= reach:
+            raise ChannelClosed("a tensor whose elements overlap in storage (an expanded view)")
+        reach += (size - 1) * stride
+    if (t.storage_offset() + reach + 1) * t.element_size() > t.untyped_storage().nbytes():
+        raise ChannelClosed("a tensor larger than its storage")
+    return t
 
 
 def _is_numpy(value):
@@ -240,14 +262,14 @@ class Endpoint:
             if value is None or type(value) in (bool, int, float, str):
                 return value
         elif tag == "T" and isinstance(item[1], torch.Tensor):
-            t = item[1]
+            t = checked_tensor(item[1])
             if item[2] and (t.is_floating_point() or t.is_complex()):
                 t = t.requires_grad_()
             return t
         elif tag == "c":
             return complex(float(item[1]), float(item[2]))
         elif tag == "np" and isinstance(item[1], torch.Tensor):
-            return item[1].numpy()
+            return checked_tensor(item[1]).numpy()
         elif tag == "S":
             return torch.Size([int(x) for x in item[1]])
         elif tag == "dt":

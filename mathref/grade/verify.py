@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from mathref.checks import CHECKS, ExerciseCheckFailed
+from mathref.checks import CHECKS, ExerciseCheckFailed, core
 from mathref.grade import rpc, sandbox
 from mathref.grade import selftest  # noqa: F401  (registers the self-test checkers)
 
@@ -33,6 +33,7 @@ def _context():
     return {"rng": torch.get_rng_state(), "pyrandom": random.getstate(),
             "grad": torch.is_grad_enabled(),
             "no_autograd": bool(patched or torch.is_inference_mode_enabled()),
+            "forbid": [[list(rule.names), rule.label, rule.because] for rule in core.ACTIVE],
             "dtype": str(torch.get_default_dtype()).replace("torch.", "")}
 
 
@@ -58,7 +59,8 @@ class Worker:
         argv, options = sandbox.command(
             [sandbox.python(), "-m", "mathref.grade.worker", str(to_worker_r),
              str(from_worker_w)], self.job["workdir"], readable=self.job["readable"],
-            hidden=self.job["hidden"], limits=self.job["limits"])
+            hidden=self.job["hidden"], limits=self.job["limits"],
+            unsafe=self.job.get("unsafe", False))
         self.process = subprocess.Popen(
             argv, env=sandbox.environment(self.job["workdir"], self.job["pythonpath"]),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

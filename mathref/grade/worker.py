@@ -13,6 +13,7 @@ import sys
 
 import torch
 
+from mathref.checks.core import Forbidden as _Forbidden
 from mathref.checks.core import without_autograd as _without_autograd
 from mathref.grade import rpc
 
@@ -33,12 +34,22 @@ class _Recorder:
 
 
 class WorkerEndpoint(rpc.Endpoint):
+    """Calls the student's functions under the rules the checker's call carries: no autograd,
+    and the exercise's forbidden functions (applied here, where the student's code runs)."""
     no_autograd = False
+    forbid = ()
 
     def call_local(self, target, args, kwargs):
-        if self.no_autograd:
-            return _without_autograd(target)(*args, **kwargs)
-        return target(*args, **kwargs)
+        call = _without_autograd(target) if self.no_autograd else target
+        rules = [_Forbidden(names, label, because) for names, label, because in self.forbid]
+        return _under(rules, call, args, kwargs)
+
+
+def _under(rules, call, args, kwargs):
+    if not rules:
+        return call(*args, **kwargs)
+    with rules[0]:
+        return _under(rules[1:], call, args, kwargs)
 
 
 def _apply_context(endpoint, context):
@@ -47,6 +58,8 @@ def _apply_context(endpoint, context):
         random.setstate(context["pyrandom"])
         torch.set_grad_enabled(bool(context["grad"]))
         endpoint.no_autograd = bool(context["no_autograd"])
+        endpoint.forbid = [(tuple(str(n) for n in names), str(label), str(because))
+                           for names, label, because in context.get("forbid", [])]
         torch.set_default_dtype(getattr(torch, str(context["dtype"])))
     except Exception:
         pass
@@ -77,6 +90,7 @@ def main(argv=None):
             elif op == "prepare":
                 endpoint.objects.clear()
                 endpoint.no_autograd = False
+                endpoint.forbid = ()
                 namespace = dict(base)
                 stage = "your solution cell"
                 exec(compile(str(message["solution"]), "<solution cell>", "exec"), namespace)
