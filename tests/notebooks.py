@@ -46,12 +46,14 @@ def check_cell(nb, label):
     raise LookupError(f"no check cell calls checks.{checker_name(label)}")
 
 
-def reference_answer(nb, label):
-    """Run the setup cell and the solution cell in a fresh namespace; return what the check
-    cell passes to the checker (the reference solution)."""
+def reference_answer(nb, label, source=None):
+    """Run the setup cell and the solution cell (or ``source`` in its place: a shortcut or a
+    wrong answer written as a student would) in a fresh namespace; return what the check cell
+    passes to the checker (the reference solution)."""
     namespace = {"__name__": "__reference__"}
     exec(compile(setup_source(nb), "<setup cell>", "exec"), namespace)
-    exec(compile(solution_cell(nb, label).source, f"<solution {label}>", "exec"), namespace)
+    source = solution_cell(nb, label).source if source is None else source
+    exec(compile(source, f"<solution {label}>", "exec"), namespace)
     name = re.search(r"checks\." + checker_name(label) + r"\((\w+)",
                      check_cell(nb, label).source).group(1)
     return namespace[name]

@@ -7,8 +7,7 @@ import math
 
 import torch
 
-import mathref.positions
-from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, expect_close
+from mathref.checks.core import exercise, expect, expect_callable, expect_close
 
 __all__ = ["check_ch12_sinusoidal_entry", "check_ch12_alibi_matrix",
            "check_ch12_adjacent_to_half", "check_ch12_rope_half"]
@@ -99,42 +98,15 @@ def check_ch12_adjacent_to_half(adjacent_to_half_weights):
     return "per head, rows (0, 2, 4, …, 1, 3, 5, …): the same scores in the other layout"
 
 
-def _refused(*args, **kwargs):
-    raise PermissionError("__refused__")
-
-
-class _Forbid:
-    """For one call, the functions given fail the check when called, however the answer reached
-    them (P.apply_rope, an alias, or a name imported before the check): their code objects are
-    swapped for one that raises, and restored afterwards."""
-
-    def __init__(self, functions, exercise_name):
-        self.functions, self.exercise_name = functions, exercise_name
-
-    def __enter__(self):
-        self.saved = [f.__code__ for f in self.functions]
-        for f in self.functions:
-            f.__code__ = _refused.__code__
-
-    def __exit__(self, kind, error, traceback):
-        for f, code in zip(self.functions, self.saved):
-            f.__code__ = code
-        if kind is PermissionError and str(error) == "__refused__":
-            names = " or ".join(f"mathref.positions.{f.__name__}" for f in self.functions)
-            raise CheckFailure(f"{self.exercise_name} must compute the rotation itself; it called "
-                               f"{names}, which this exercise does not allow")
-        return False
-
-
-@exercise("ch12-rope-half")
+@exercise("ch12-rope-half", forbid=("mathref.positions.apply_rope", "mathref.positions.rope_cache"),
+          because="rope_half_split must compute the rotation itself")
 def check_ch12_rope_half(rope_half_split):
     """rope_half_split(x, positions, base): RoPE on [B, H, T, d] with half-split pairs, by +m·θ_i,
     without mathref.positions.apply_rope or rope_cache."""
     expect_callable(rope_half_split, "rope_half_split(x, positions, base)")
 
     def call(x, positions, base=10000.0):
-        with _Forbid((mathref.positions.apply_rope, mathref.positions.rope_cache), "rope_half_split"):
-            out = rope_half_split(x, positions, base)
+        out = rope_half_split(x, positions, base)
         expect(isinstance(out, torch.Tensor), f"expected a tensor, got {type(out).__name__}")
         expect(tuple(out.shape) == tuple(x.shape), f"for x of shape {tuple(x.shape)} the "
                f"result must have the same shape, got {tuple(out.shape)}")

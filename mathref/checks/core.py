@@ -8,13 +8,18 @@ traceback), and prints ``✅ label: passed`` when every case is right. A failed 
 fails its cell, which is what nbclient, nbval and graders detect.
 """
 import functools
+import importlib
+import inspect
 import math
+import sys
 
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["CHECKS", "CheckFailure", "ExerciseCheckFailed", "exercise", "expect",
            "expect_close", "expect_callable", "as_tensor", "expect_tensor_close",
-           "without_autograd"]
+           "without_autograd", "Forbidden", "forbidding"]
 
 CHECKS = {}  # exercise label -> checker
 
@@ -36,11 +41,19 @@ class ExerciseCheckFailed(AssertionError):
         return [f"❌ {self.label}: {self.message}"]
 
 
-def exercise(label):
-    """Register a checker under an exercise label (``chNN-name``) and give it its verdicts."""
+def exercise(label, forbid=(), because="this exercise asks you to write it yourself"):
+    """Register a checker under an exercise label (``chNN-name``) and give it its verdicts.
+
+    ``forbid``: dotted names of what a solution may not call (the mathref function the exercise
+    re-derives, the PyTorch built-in that does the same job, ``torch.ops.aten...`` operators);
+    every function the student hands in is wrapped by :func:`forbidding`, so each call the
+    checker makes fails with a message naming the call and ``because``."""
     def decorate(check):
         @functools.wraps(check)
         def run(*answers, **options):
+            if forbid:
+                answers = tuple(forbidding(a, forbid, label, because) if _is_function(a) else a
+                                for a in answers)
             try:
                 detail = check(*answers, **options)
             except CheckFailure as failure:
@@ -56,6 +69,7 @@ def exercise(label):
             print(f"✅ {label}: passed" + (f" ({detail})" if detail else ""))
 
         run.label = label
+        run.forbid = tuple(forbid)
         if label in CHECKS:
             raise ValueError(f"two checkers registered for exercise {label!r}")
         CHECKS[label] = run
@@ -167,4 +181,170 @@ def without_autograd(answer):
             torch.Tensor.backward, torch.autograd.grad, torch.autograd.backward = saved
             for name, transform in saved_func.items():
                 setattr(torch.func, name, transform)
+    return call
+
+
+# ------------------------------------------------------------------- "write it yourself"
+
+_SENTINEL = "__mathref_forbidden__"
+ACTIVE = []   # the Forbidden rules of the calls in progress, innermost last (the grader's
+              # verifier sends them with each call to the student's process, which applies them)
+
+
+class ForbiddenCall(CheckFailure):
+    """A solution called something its exercise does not allow."""
+
+
+def _is_function(answer):
+    """A function the student hands in (or the grader's handle to one), not a class or data."""
+    if getattr(type(answer), "_mathref_remote", False):
+        return callable(answer)
+    return inspect.isfunction(answer) or inspect.ismethod(answer) or \
+        isinstance(answer, functools.partial)
+
+
+def _resolve(name):
+    """The object a dotted name such as 'torch.nn.functional.layer_norm',
+    'torch.Tensor.logsumexp' or 'mathref.losses.logsumexp' refers to (None if there is none)."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return None
+        return obj
+    return None
+
+
+def _stub_code(n_free, name):
+    """A code object that raises the refusal, with ``n_free`` free variables (a function's code
+    can only be swapped for one with as many) and ``co_name`` = the forbidden name."""
+    names = [f"_cell{i}" for i in range(n_free)]
+    source = ("def outer():\n" + "".join(f"    {v} = None\n" for v in names)
+              + "    def refused(*args, **kwargs):\n"
+              + (f"        ({', '.join(names)},)\n" if names else "")
+              + "        import sys\n"
+              + "        record = getattr(sys.modules.get('mathref.checks.core'), '_hit', None)\n"
+              + "        name = sys._getframe().f_code.co_name\n"
+              + "        if record is not None:\n            record(name)\n"
+              + f"        raise PermissionError({_SENTINEL!r}, name)\n"
+              + "    return refused\n")
+    namespace = {}
+    exec(compile(source, "<forbidden>", "exec"), namespace)
+    return namespace["outer"]().__code__.replace(co_name=name, co_qualname=name)
+
+
+class _TorchFunctions(TorchFunctionMode):
+    def __init__(self, blocked):
+        super().__init__()
+        self.blocked = blocked
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = self.blocked.get(func)
+        if name is not None:
+            _hit(name)
+            raise PermissionError(_SENTINEL, name)
+        return func(*args, **(kwargs or {}))
+
+
+class _AtenOps(TorchDispatchMode):
+    def __init__(self, blocked):
+        super().__init__()
+        self.blocked = blocked
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = self.blocked.get(func.overloadpacket)
+        if name is not None:
+            _hit(name)
+            raise PermissionError(_SENTINEL, name)
+        return func(*args, **(kwargs or {}))
+
+
+def _hit(name):
+    if ACTIVE:
+        ACTIVE[-1].hits.append(name)
+
+
+class Forbidden:
+    """While in effect, calling any of ``names`` fails the check, however the solution reached
+    it: a Python function's code is swapped for one that refuses (so aliases and names imported
+    before the call refuse too); a PyTorch function or tensor method is refused by a
+    TorchFunctionMode and a ``torch.ops.aten`` operator by a TorchDispatchMode, both of which
+    see the call whatever name it was made under. A refusal is recorded as well as raised, so a
+    solution that catches it still fails."""
+
+    def __init__(self, names, label="this exercise", because="this exercise asks you to write it "
+                 "yourself"):
+        self.names, self.label, self.because = tuple(names), label, because
+        self.hits, self._saved, self._modes = [], [], []
+
+    def __enter__(self):
+        self.hits = []
+        functions, aten = {}, {}
+        for name in self.names:
+            obj = _resolve(name)
+            if obj is None:
+                continue
+            if name.startswith("torch.ops."):
+                aten[getattr(obj, "overloadpacket", obj)] = name
+            elif inspect.isfunction(obj) and not obj.__module__.startswith("torch._"):
+                if obj.__code__.co_name != name:      # not already refused by an outer rule
+                    self._saved.append((obj, obj.__code__))
+                    obj.__code__ = _stub_code(len(obj.__code__.co_freevars), name)
+                if obj.__module__.startswith("torch"):
+                    functions[obj] = name             # torch's Python functions dispatch too
+            else:
+                functions[obj] = name
+        ACTIVE.append(self)
+        if functions:
+            self._modes.append(_TorchFunctions(functions))
+        if aten:
+            self._modes.append(_AtenOps(aten))
+        for mode in self._modes:
+            mode.__enter__()
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        for mode in reversed(self._modes):
+            mode.__exit__(None, None, None)
+        self._modes = []
+        for obj, code in reversed(self._saved):
+            obj.__code__ = code
+        self._saved = []
+        if ACTIVE and ACTIVE[-1] is self:
+            ACTIVE.pop()
+        if self.hits:
+            raise ForbiddenCall(self.message(self.hits[0])) from None
+        if kind is PermissionError and error.args[:1] == (_SENTINEL,):
+            raise ForbiddenCall(self.message(error.args[1])) from None
+        return False
+
+    def message(self, name):
+        return (f"your solution called {name}, which {self.label} does not allow: "
+                f"{self.because}")
+
+
+def forbidding(answer, names, label="this exercise", because="this exercise asks you to "
+               "write it yourself"):
+    """``answer`` wrapped so that each call runs under :class:`Forbidden` ``names``. When the
+    answer lives in another process (the grader's handle to a student's function), the rule
+    travels with the call and is applied there, where the student's code runs."""
+    remote = getattr(type(answer), "_mathref_remote", False)
+
+    @functools.wraps(answer) if not remote else (lambda f: f)
+    def call(*args, **kwargs):
+        rule = Forbidden(names, label, because)
+        if remote:
+            ACTIVE.append(rule)
+            try:
+                return answer(*args, **kwargs)
+            finally:
+                ACTIVE.remove(rule)
+        with rule:
+            return answer(*args, **kwargs)
     return call

@@ -93,3 +93,17 @@ WRONG_ANSWERS = {
                        rope_ignores_positions, rope_calls_mathref],
     "ch12-alibi-matrix": [alibi_positive, alibi_no_mask, alibi_transposed],
 }
+
+
+# Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
+SHORTCUTS = {
+    "ch12-rope-half": [
+        "from mathref.positions import apply_rope as rotate\n\n"
+        "def rope_half_split(x, positions, base=10000.0):\n"
+        "    return rotate(x, positions=positions, base=base)\n",
+        "import mathref.positions as P\n\n"
+        "def rope_half_split(x, positions, base=10000.0):\n"
+        "    cos, sin = P.rope_cache(x.shape[-1], int(positions.max()) + 1, base=base)\n"
+        "    return P.apply_rope(x, positions=positions, base=base)\n",
+    ],
+}
