@@ -118,3 +118,40 @@ def test_without_autograd_refuses_each_autograd_entry_point():
         with pytest.raises(CheckFailure, match="without autograd"):
             without_autograd(cheat)(x)
         assert torch.equal(cheat(x), 2 * x)  # autograd is back once the call returns
+
+
+def test_forbidden_calls_are_refused_however_they_are_reached():
+    """The mechanism behind every "write it yourself" rule (checks.core.Forbidden): a call
+    refused by name, alias, tensor method, torch.ops operator (composite or not), and even when
+    the solution catches the refusal; everything works again once the call returns."""
+    import mathref.losses
+    from mathref.checks.core import ForbiddenCall, forbidding
+    from mathref.losses import logsumexp as aliased
+
+    names = ("torch.logsumexp", "torch.Tensor.logsumexp", "torch.ops.aten.logsumexp",
+             "mathref.losses.logsumexp", "torch.ops.aten.dropout")
+    x = torch.tensor([1.0, -2.0, 0.5])
+
+    def by_hand(t):
+        m = t.max()
+        return m + (t - m).exp().sum().log()
+
+    def swallowed(t):
+        try:
+            return torch.logsumexp(t, 0)
+        except BaseException:
+            return by_hand(t)
+
+    cheats = [lambda t: torch.logsumexp(t, 0), lambda t: t.logsumexp(0),
+              lambda t: aliased(t, 0), lambda t: mathref.losses.logsumexp(t, 0),
+              lambda t: torch.ops.aten.logsumexp(t, [0]), swallowed,
+              lambda t: torch.ops.aten.dropout.default(t, 0.5, True).sum()]
+    want = torch.logsumexp(x, 0)
+    assert torch.allclose(forbidding(by_hand, names, "ch00-x")(x), want)
+    for cheat in cheats:
+        with pytest.raises(ForbiddenCall, match=r"your solution called (torch|mathref)\S+, which "
+                                                r"ch00-x does not allow"):
+            forbidding(cheat, names, "ch00-x")(x)
+    for cheat in cheats[:5]:                       # restored: each works again
+        assert torch.allclose(cheat(x), want)
+    assert torch.ops.aten.dropout(x, 0.0, True).shape == x.shape

@@ -296,3 +296,41 @@ def test_the_verifier_refuses_a_forged_expanded_tensor(monkeypatch):
         endpoint.decode(("T", torch.zeros(101), False))
     honest = torch.arange(24.0).view(2, 3, 4).transpose(0, 2)[::2]   # a strided, honest view
     assert torch.equal(endpoint.decode(("T", honest, False)), honest)
+
+
+ALL_SHORTCUT_CHAPTERS = [path.stem for path in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("chapter", ALL_SHORTCUT_CHAPTERS)
+def test_an_all_shortcuts_notebook_scores_zero_and_the_reference_full_marks(tmp_path, chapter):
+    """Through ``python -m mathref.grade`` (bubblewrap): a notebook whose every solution cell is
+    the first shortcut of tests/exercises' table (a call to the mathref function or PyTorch
+    built-in the exercise re-derives) scores 0, each refusal naming the call; the reference
+    notebook scores full marks. The rules are applied in the worker, where the code runs."""
+    from tests.notebooks import solution_cell
+    from tests.test_shortcuts import REFUSALS, SHORTCUTS
+    source = read(ROOT / "notebooks" / f"{chapter}.ipynb")
+    labels = exercise_labels(source)
+    cheat = nbformat.from_dict(source)
+    for label in labels:
+        solution_cell(cheat, label).source = SHORTCUTS[label][0]
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(source, folder / "reference.ipynb")
+    nbformat.write(cheat, folder / "shortcuts.ipynb")
+    nbformat.write(make_student_notebook(source), tmp_path / "assignment.ipynb")
+    out = tmp_path / "grades.csv"
+    run = grade_cli(folder, "--assignment", tmp_path / "assignment.ipynb", "--no-execute",
+                    "--jobs", "2", "--exercise-timeout", "120", "--out", out, cwd=tmp_path,
+                    timeout=1200, env=dict(os.environ))
+    assert run.returncode == 0, run.stderr
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert rows["reference"]["score"] == str(len(labels)), run.stdout
+    assert rows["shortcuts"]["score"] == "0", run.stdout
+    for label in labels:
+        assert rows["shortcuts"][label] == "fail", (label, run.stdout)
+    refusals = [line for line in run.stdout.splitlines()
+                if line.startswith("  ch") and ": fail: " in line]
+    assert len(refusals) == len(labels) and all(
+        any(r in line for r in REFUSALS) for line in refusals), run.stdout

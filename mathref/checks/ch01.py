@@ -1,15 +1,38 @@
 """Checkers for chapter 1: derivatives and gradient descent on x²."""
 import math
+import numbers
 
 import torch
 
-from mathref.checks.core import exercise, expect, expect_callable, expect_close
+from mathref.checks.core import (CheckFailure, exercise, expect, expect_callable, expect_close,
+                                 without_autograd)
 
 __all__ = ["check_ch01_central_difference", "check_ch01_gradient_descent_loop",
            "check_ch01_best_constant_step", "check_ch01_steps_to_tolerance"]
 
+# what runs gradient descent for the student: mathref's loop and PyTorch's SGD
+_RUNS_GRADIENT_DESCENT = ("mathref.calculus.gradient_descent", "mathref.optim.optimize_path",
+                          "mathref.optim.SGD.step", "torch.optim.SGD.step", "torch.optim.sgd.sgd")
 
-@exercise("ch01-central-difference")
+
+def _number(value, what):
+    """A Python float from a number or a one-element tensor/array; a readable failure otherwise."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value.detach().cpu().reshape(()).item())
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise CheckFailure(f"{what}: expected a number, got {type(value).__name__} "
+                           f"{value!r}") from None
+
+
+def _near(a, b, rtol=1e-9):
+    return abs(a - b) <= rtol * max(abs(a), abs(b), 1e-300)
+
+
+@exercise("ch01-central-difference",
+          forbid=("mathref.calculus.numerical_derivative", "mathref.calculus.numerical_gradient"),
+          because="central_difference must apply the central-difference formula itself")
 def check_ch01_central_difference(central_difference):
     """central_difference(f, x, h) must return (f(x + h) − f(x − h)) / (2h)."""
     expect_callable(central_difference, "central_difference(f, x, h)")
@@ -17,8 +40,20 @@ def check_ch01_central_difference(central_difference):
     # differences (3x² + 3xh + h²) and a missing factor 2 apart even with a large h.
     for x in (-1.5, 0.0, 2.0):
         for h in (0.1, 0.01):
-            got = central_difference(lambda t: t ** 3, x, h)
-            expect_close(got, 3 * x * x + h * h, f"d/dx x³ at x={x} with h={h}", rtol=1e-9)
+            got = _number(central_difference(lambda t: t ** 3, x, h), f"d/dx x³ at x={x}")
+            want = 3 * x * x + h * h
+            where = f"d/dx x³ at x={x} with h={h}: expected {want:.10g}, got {got:.10g}"
+            expect(not _near(got, 3 * x * x + 3 * x * h + h * h) or _near(got, want),
+                   f"{where}, the forward difference (f(x + h) − f(x))/h; the central "
+                   f"difference uses f(x + h) and f(x − h)")
+            expect(not _near(got, 3 * x * x - 3 * x * h + h * h) or _near(got, want),
+                   f"{where}, the backward difference (f(x) − f(x − h))/h; the central "
+                   f"difference uses f(x + h) and f(x − h)")
+            expect(not _near(got, 2 * want) or want == 0, f"{where}, twice the derivative: "
+                   f"the two points are 2h apart, so divide by 2h")
+            expect(not _near(got, -want) or want == 0,
+                   f"{where}: the sign is flipped (f(x + h) comes first)")
+            expect_close(got, want, f"d/dx x³ at x={x} with h={h}", rtol=1e-9)
     for f, df, x in ((math.sin, math.cos, 0.7), (math.exp, math.exp, -1.0),
                      (lambda t: 1 / t, lambda t: -1 / t ** 2, 2.0)):
         expect_close(central_difference(f, x, 1e-5), df(x), f"derivative at x={x}",
@@ -33,7 +68,8 @@ def _descent(df, x0, lr, steps):
     return xs
 
 
-@exercise("ch01-gradient-descent-loop")
+@exercise("ch01-gradient-descent-loop", forbid=_RUNS_GRADIENT_DESCENT,
+          because="gradient_descent_1d must run the update x ← x − η·f′(x) itself")
 def check_ch01_gradient_descent_loop(gradient_descent_1d):
     """gradient_descent_1d(df, x0, lr, steps) returns [x_0, x_1, ..., x_steps]."""
     expect_callable(gradient_descent_1d, "gradient_descent_1d(df, x0, lr, steps)")
@@ -44,8 +80,17 @@ def check_ch01_gradient_descent_loop(gradient_descent_1d):
         got = list(gradient_descent_1d(df, x0, lr, steps))
         want = _descent(df, x0, lr, steps)
         expect(len(got) == steps + 1,
-               f"with steps={steps} expected {steps + 1} iterates (x_0 included), got {len(got)}")
+               f"with steps={steps} expected {steps + 1} iterates (x_0 included), got {len(got)}"
+               + (": the list must start with x0 itself" if len(got) == steps else ""))
+        got = [_number(g, f"x_{k} for x0={x0}, lr={lr}") for k, g in enumerate(got)]
+        if len(got) > 1 and not _near(got[1], want[1]):
+            expect(not _near(got[1], x0 + lr * df(x0)),
+                   f"x_1 for x0={x0}, lr={lr}: expected {want[1]:.10g}, got {got[1]:.10g}, a step "
+                   f"uphill: the update subtracts η·f′(x)")
         for k, (g, w) in enumerate(zip(got, want)):
+            expect(_near(g, w) or not _near(g, x0 - k * lr * df(x0)) or k < 2,
+                   f"x_{k} for x0={x0}, lr={lr}: expected {w:.10g}, got {g:.10g}; f′ must be "
+                   f"evaluated at the current x_k at every step, not only at x_0")
             expect_close(g, w, f"x_{k} for x0={x0}, lr={lr}", rtol=1e-9, atol=1e-12)
     return "matches x_(k+1) = x_k − η f′(x_k) on three functions"
 
@@ -73,19 +118,45 @@ def _worst_distance(H, Q, lr, steps):
     return worst
 
 
-@exercise("ch01-best-constant-step")
+@exercise("ch01-best-constant-step", forbid=_RUNS_GRADIENT_DESCENT + (
+              "mathref.calculus.numerical_derivative",),
+          because="derive η* and ρ from λ_min and λ_max; a numerical search for the best step "
+                  "does not")
 def check_ch01_best_constant_step(best_constant_step):
     """best_constant_step(H) returns (η*, ρ): the constant step that minimizes the worst
     per-step contraction max_i |1 − η λ_i| of gradient descent on θᵀHθ/2, and that factor."""
     expect_callable(best_constant_step, "best_constant_step(H)")
+    derived = without_autograd(best_constant_step)   # "derive both": no search by autograd
     for H, lam, Q in _quadratic_cases():
         lo, hi = float(lam.min()), float(lam.max())
-        got = best_constant_step(H.clone())
+        got = derived(H.clone())
         expect(isinstance(got, (tuple, list)) and len(got) == 2,
                "expected a pair (eta, rate) of two numbers")
-        eta, rate = float(got[0]), float(got[1])
+        eta, rate = _number(got[0], "eta"), _number(got[1], "rate")
         where = f"H with eigenvalues {[round(v, 3) for v in lam.tolist()]}"
+        if not _near(eta, 2 / (lo + hi), 1e-8):
+            wrong = f"η* for {where}: expected {2 / (lo + hi):.10g}, got {eta:.10g}"
+            expect(not _near(eta, 2 / hi, 1e-6), f"{wrong} = 2/λ_max, the edge of divergence: "
+                   f"there the λ_max direction does not shrink at all")
+            expect(not _near(eta, 1 / hi, 1e-6), f"{wrong} = 1/λ_max, a safe step but not the "
+                   f"best: balance |1 − ηλ_min| against |1 − ηλ_max|")
+            diag = H.diagonal()
+            expect(not _near(eta, 2 / float(diag.min() + diag.max()), 1e-6),
+                   f"{wrong}: the diagonal of a rotated H is not its eigenvalues (use "
+                   f"torch.linalg.eigvalsh(H))")
+            expect(not _near(eta, 2 / float(torch.trace(H)), 1e-6),
+                   f"{wrong} = 2/tr(H): the trace sums all eigenvalues, use only λ_min and λ_max")
         expect_close(eta, 2 / (lo + hi), f"η* for {where}", rtol=1e-8)
+        expect(not _near(rate, (hi - lo) / hi, 1e-6),
+               f"the contraction factor ρ for {where}: expected {(hi - lo) / (hi + lo):.10g}, "
+               f"got {rate:.10g} = 1 − λ_min/λ_max, the factor of η = 1/λ_max; give ρ(η*) = "
+               f"|1 − η*λ_min|")
+        diag = H.diagonal()
+        d_lo, d_hi = float(diag.min()), float(diag.max())
+        expect(not _near(rate, (d_hi - d_lo) / (d_hi + d_lo), 1e-6),
+               f"the contraction factor ρ for {where}: expected {(hi - lo) / (hi + lo):.10g}, "
+               f"got {rate:.10g}, from the diagonal of H; a rotated H's diagonal is not its "
+               f"eigenvalues (use torch.linalg.eigvalsh(H))")
         expect_close(rate, (hi - lo) / (hi + lo), f"the contraction factor ρ for {where}",
                      rtol=1e-8, atol=1e-12)
         # the step really is best: nearby steps contract the worst direction more slowly
@@ -99,7 +170,27 @@ def check_ch01_best_constant_step(best_constant_step):
     return "η* = 2/(λ_min + λ_max), ρ = (κ − 1)/(κ + 1), faster than any nearby η"
 
 
-@exercise("ch01-steps-to-tolerance")
+def _whole_number(value):
+    """An int from an int, a whole float, a numpy integer or a one-element tensor; None if the
+    value is not a whole number (inf is returned as math.inf)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.detach().cpu().reshape(()).item()
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        value = float(value)
+        if math.isinf(value) and value > 0:
+            return math.inf
+        if value.is_integer():
+            return int(value)
+    return None
+
+
+@exercise("ch01-steps-to-tolerance", forbid=_RUNS_GRADIENT_DESCENT,
+          because="count the steps from the closed form |x_k| = |1 − 2η|^k·|x₀|, not by running "
+                  "gradient descent")
 def check_ch01_steps_to_tolerance(steps_to_tolerance):
     """steps_to_tolerance(x0, lr, tol): smallest k with |x_k| ≤ tol for gradient descent on x²,
     or math.inf if that never happens."""
@@ -117,13 +208,32 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
             x = x - lr * 2 * x
             if abs(x) > 1e6:
                 break
-        got = steps_to_tolerance(x0, lr, tol)
+        where = f"x0={x0}, η={lr}, tol={tol}"
+        try:
+            raw = steps_to_tolerance(x0, lr, tol)
+        except (ZeroDivisionError, ValueError, OverflowError) as err:
+            r = abs(1 - 2 * lr)
+            if r == 0 or r >= 1:
+                raise CheckFailure(
+                    f"{where}: your code raised {type(err).__name__}: {err}. Here |1 − 2η| = "
+                    f"{r:g}, so log|1 − 2η| is {'undefined' if r == 0 else 'not negative'}: "
+                    f"handle η = 0.5 (one step) and |1 − 2η| ≥ 1 (math.inf) before taking "
+                    f"logarithms") from None
+            raise
+        got = _whole_number(raw)
         if math.isinf(expected):
-            expect(got == math.inf, f"x0={x0}, η={lr}, tol={tol}: |x_k| never reaches tol "
-                                    f"(|1 − 2η| ≥ 1), so expected math.inf, got {got!r}")
+            expect(got == math.inf, f"{where}: |x_k| never reaches tol (|1 − 2η| ≥ 1), so "
+                                    f"expected math.inf, got {raw!r}")
         else:
-            expect(isinstance(got, int) or (isinstance(got, float) and got.is_integer()),
-                   f"x0={x0}, η={lr}, tol={tol}: expected a whole number of steps, got {got!r}")
-            expect(got == expected, f"x0={x0}, η={lr}, tol={tol}: expected {expected} steps, "
-                                    f"got {got}")
+            expect(got is not None, f"{where}: expected a whole number of steps, got {raw!r}"
+                   + (" (round up with math.ceil)" if isinstance(raw, float) else ""))
+            hint = ""
+            if got in (expected - 1, expected + 1):
+                hint = (" (off by one: k is the smallest whole number with |x0|·|1 − 2η|^k ≤ "
+                        "tol, so round up with math.ceil)")
+            if expected == 0:
+                hint = " (|x0| ≤ tol already: no step is needed)"
+            if lr == 0.5:
+                hint = " (η = 0.5 lands on the minimum in one step: |1 − 2η| = 0)"
+            expect(got == expected, f"{where}: expected {expected} steps, got {raw!r}{hint}")
     return "including η = 0.5 (one step), η = 1 (never) and η > 1 (never)"

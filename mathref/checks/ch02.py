@@ -13,7 +13,24 @@ def _close(got, want, what, rtol=1e-8, atol=1e-10):
                         shape_hint=" (the shape of the parameter)")
 
 
-@exercise("ch02-steepest-descent")
+# torch.autograd.functional quietly returns zeros under without_autograd's inference mode, so it
+# is refused by name where a gradient is to be derived
+AUTOGRAD_FUNCTIONAL = tuple(f"torch.autograd.functional.{name}" for name in
+                            ("jacobian", "hessian", "vjp", "jvp", "hvp", "vhp"))
+
+
+def _matches(got, candidate, rtol=1e-6, atol=1e-9):
+    """Whether the answer ``got`` equals ``candidate`` (a typical slip), shape included."""
+    if not isinstance(got, torch.Tensor):
+        return False
+    got = got.detach().to("cpu", torch.float64)
+    candidate = candidate.to(torch.float64)
+    return got.shape == candidate.shape and bool(torch.allclose(got, candidate, rtol=rtol,
+                                                                atol=atol))
+
+
+@exercise("ch02-steepest-descent", forbid=("torch.nn.functional.normalize",),
+          because="steepest_descent_direction must scale −g to unit length itself")
 def check_ch02_steepest_descent(steepest_descent_direction):
     """steepest_descent_direction(g) returns the unit vector −g/‖g‖."""
     expect_callable(steepest_descent_direction, "steepest_descent_direction(grad)")
@@ -24,7 +41,15 @@ def check_ch02_steepest_descent(steepest_descent_direction):
              torch.randn(2, 3, generator=gen, dtype=torch.float64)]
     for g in cases:
         u = steepest_descent_direction(g.clone())
-        _close(u, -g / g.norm(), f"direction for gradient {g.flatten().tolist()[:3]}...")
+        what = f"direction for gradient {g.flatten().tolist()[:3]}..."
+        expect(not _matches(u, g / g.norm()), f"{what}: your vector is +g/‖g‖, the direction "
+               f"of steepest *ascent*; descent goes against the gradient")
+        if isinstance(u, torch.Tensor) and u.shape == g.shape and not _matches(u, -g / g.norm()):
+            length = float(u.detach().double().norm())
+            expect(abs(length - 1) < 1e-6, f"{what}: your vector has length {length:.6g}, not "
+                   f"1: divide by the Euclidean length ‖g‖ of the whole gradient (every entry "
+                   f"of it, whatever its shape)")
+        _close(u, -g / g.norm(), what)
         # and no random unit direction decreases f faster to first order
         others = torch.randn(200, g.numel(), generator=gen, dtype=torch.float64)
         others = others / others.norm(dim=1, keepdim=True)
@@ -39,7 +64,13 @@ def _autograd_mse(X, W, b, Y):
     return torch.autograd.grad(loss, [Wg, bg])
 
 
-@exercise("ch02-mse-gradient")
+@exercise("ch02-mse-gradient",
+          forbid=("mathref.linear_regression.mse_gradient", "mathref.linear_regression.mse_loss",
+                  "mathref.losses.mse", "mathref.calculus.numerical_gradient",
+                  "torch.nn.functional.mse_loss", "torch.ops.aten.mse_loss_backward")
+          + AUTOGRAD_FUNCTIONAL,
+          because="mse_gradient must compute the gradient from equation (ch02-linreg-grad), not "
+                  "call a function that does it or take differences of the loss")
 def check_ch02_mse_gradient(mse_gradient):
     """mse_gradient(X, W, b, Y) returns (∂L/∂W, ∂L/∂b) for L = (1/N)‖XW + b − Y‖²."""
     expect_callable(mse_gradient, "mse_gradient(X, W, b, Y)")
@@ -54,14 +85,36 @@ def check_ch02_mse_gradient(mse_gradient):
         expect(isinstance(got, (tuple, list)) and len(got) == 2,
                "expected a pair (grad_W, grad_b)")
         want_W, want_b = _autograd_mse(X, W, b, Y)
-        _close(got[0], want_W, f"grad_W for N={N}, d={d}, m={m}")
-        _close(got[1], want_b, f"grad_b for N={N}, d={d}, m={m}")
+        where = f"N={N}, d={d}, m={m}"
+        for name, g, w in (("grad_W", got[0], want_W), ("grad_b", got[1], want_b)):
+            expect(not _matches(g, -w), f"{name} for {where} has the wrong sign: the residual "
+                   f"is Ŷ − Y = XW + b − Y (prediction minus target)")
+            expect(not _matches(g, N * w), f"{name} for {where} is N times too large (the "
+                   f"gradient of the sum of squares): L averages over the N examples")
+            expect(not _matches(g, w / 2), f"{name} for {where} is half the gradient: the "
+                   f"derivative of a square brings a factor 2")
+        expect(not (isinstance(got[1], torch.Tensor) and tuple(got[1].shape) == (N, m)),
+               f"grad_b for {where} has shape {(N, m)}, one row per example: sum the residuals "
+               f"over the examples to get the bias's shape {(m,)}")
+        _close(got[0], want_W, f"grad_W for {where}")
+        _close(got[1], want_b, f"grad_b for {where}")
     return "(2/N)Xᵀ(Ŷ − Y) and (2/N)Σₙ(Ŷ − Y)ₙ agree with autograd"
 
 
-@exercise("ch02-least-squares")
+# the normal equations' solvers: the statement asks for torch.linalg.lstsq on the design matrix
+_NORMAL_EQUATIONS = ("torch.linalg.solve", "torch.linalg.solve_ex", "torch.linalg.inv",
+                     "torch.linalg.inv_ex", "torch.inverse", "torch.linalg.cholesky",
+                     "torch.linalg.cholesky_ex", "torch.cholesky", "torch.cholesky_solve",
+                     "torch.cholesky_inverse", "torch.Tensor.inverse", "torch.Tensor.cholesky",
+                     "torch.Tensor.cholesky_solve", "torch.Tensor.cholesky_inverse")
+
+
+@exercise("ch02-least-squares",
+          forbid=("mathref.linear_regression.fit_least_squares",) + _NORMAL_EQUATIONS,
+          because="solve least squares on the design matrix [X, 1] with torch.linalg.lstsq, not "
+                  "with fit_least_squares or the normal equations XᵀXθ = Xᵀy")
 def check_ch02_least_squares(solve_least_squares):
-    """solve_least_squares(X, y) returns (w, b) minimizing ‖Xw + b − y‖²."""
+    """solve_least_squares(X, y) returns (w, b) minimizing ‖Xw + b − y‖², in X's dtype."""
     expect_callable(solve_least_squares, "solve_least_squares(X, y)")
     gen = torch.Generator().manual_seed(2)
     # a well-conditioned problem with noise, checked against the normal equations in float64
@@ -70,8 +123,17 @@ def check_ch02_least_squares(solve_least_squares):
         + 0.1 * torch.randn(40, generator=gen, dtype=torch.float64)
     Xt = torch.cat([X, torch.ones(40, 1, dtype=X.dtype)], dim=1)
     theta = torch.linalg.solve(Xt.T @ Xt, Xt.T @ y)
+    X_before, y_before = X.clone(), y.clone()
     got = solve_least_squares(X, y)
+    expect(torch.equal(X, X_before) and torch.equal(y, y_before),
+           "your function changed X or y in place")
     expect(isinstance(got, (tuple, list)) and len(got) == 2, "expected a pair (w, b)")
+    w, b = (as_tensor(v, name, tensor_only=True) for v, name in zip(got, ("w", "b")))
+    expect(tuple(w.shape) != (4,), "w has 4 entries, one more than the 3 features: the last "
+           "entry of the least-squares solution on [X, 1] is the bias b, return it separately")
+    expect(not _matches(w, torch.linalg.lstsq(X, y.unsqueeze(1)).solution[:, 0], rtol=1e-7),
+           "w is the fit without a bias: append a column of ones to X (the design matrix "
+           "[X, 1]) so that b is fitted too")
     _close(got[0], theta[:3], "w on a noisy problem", rtol=1e-7)
     _close(got[1], theta[3], "b on a noisy problem", rtol=1e-7)
     # an ill-conditioned problem in float32 (two nearly equal features, cond(X̃) ≈ 2e3):
@@ -80,6 +142,11 @@ def check_ch02_least_squares(solve_least_squares):
     X = torch.stack([t, t + 1e-3 * torch.randn(100, generator=gen, dtype=torch.float64)], 1)
     y = X @ torch.tensor([1.0, 2.0], dtype=torch.float64) + 0.5
     w, b = solve_least_squares(X.float(), y.float())
+    for name, v in (("w", w), ("b", b)):
+        expect(not isinstance(v, torch.Tensor) or v.dtype == torch.float32,
+               f"{name} on an ill-conditioned float32 problem: your answer is {v.dtype}, not "
+               f"float32. Work in X's dtype: torch.linalg.lstsq on the float32 design matrix is "
+               f"accurate, and converting to float64 would only hide what forming XᵀX does")
     _close(as_tensor(w, "w", tensor_only=True), torch.tensor([1.0, 2.0], dtype=torch.float64),
            "w on an ill-conditioned float32 problem (did you form XᵀX?)", rtol=0, atol=2e-3)
     _close(as_tensor(b, "b", tensor_only=True), torch.tensor(0.5, dtype=torch.float64),
@@ -87,20 +154,36 @@ def check_ch02_least_squares(solve_least_squares):
     return "least squares on [X, 1], accurate even when XᵀX is badly conditioned"
 
 
-@exercise("ch02-max-stable-lr")
+@exercise("ch02-max-stable-lr",
+          forbid=("mathref.linear_regression.mse_hessian",) + AUTOGRAD_FUNCTIONAL,
+          because="derive the Hessian of the loss yourself: that is the exercise")
 def check_ch02_max_stable_lr(max_stable_lr):
     """max_stable_lr(X): the learning rate above which full-batch gradient descent on
     L(w, b) = (1/N)‖Xw + b − y‖² diverges."""
     expect_callable(max_stable_lr, "max_stable_lr(X)")
+    derived = without_autograd(max_stable_lr)     # "derive it": no Hessian from autograd
     gen = torch.Generator().manual_seed(3)
     for N, scales in ((50, (1.0, 1.0)), (80, (1.0, 5.0, 0.3)), (30, (3.0,))):
         X = torch.randn(N, len(scales), generator=gen, dtype=torch.float64) \
             * torch.tensor(scales, dtype=torch.float64) + 1.0
         Xt = torch.cat([X, torch.ones(N, 1, dtype=X.dtype)], dim=1)
-        want = 2.0 / torch.linalg.eigvalsh((2.0 / N) * Xt.T @ Xt).max().item()
-        got = float(max_stable_lr(X))
-        expect(abs(got - want) <= 1e-6 * want,
-               f"N={N}, {len(scales)} features: expected {want:.6g}, got {got:.6g}")
+        H = (2.0 / N) * Xt.T @ Xt
+        want = 2.0 / torch.linalg.eigvalsh(H).max().item()
+        X_before = X.clone()
+        got = float(derived(X))
+        expect(torch.equal(X, X_before), "your function changed X in place")
+        where = f"N={N}, {len(scales)} features: expected {want:.6g}, got {got:.6g}"
+        if abs(got - want) > 1e-6 * want:
+            H_no_bias = (2.0 / N) * X.T @ X
+            for slip, hint in (
+                    (want / 2, "= 1/λ_max, the safe default; divergence starts at 2/λ_max"),
+                    (want / N, "the curvature of the *sum* of squares: L averages over N"),
+                    (2.0 / torch.linalg.eigvalsh(H_no_bias).max().item(),
+                     "without the bias: b is a parameter too, so use [X, 1]"),
+                    (2.0 / torch.linalg.eigvalsh(H).min().item(),
+                     "from the smallest eigenvalue: the largest curvature decides divergence")):
+                expect(abs(got - slip) > 1e-6 * abs(slip), f"{where}, {hint}")
+        expect(abs(got - want) <= 1e-6 * want, where)
         y = torch.randn(N, generator=gen, dtype=torch.float64)
         for lr, converges in ((0.98 * got, True), (1.02 * got, False)):
             w, b = torch.zeros(X.shape[1], dtype=X.dtype), torch.zeros((), dtype=X.dtype)

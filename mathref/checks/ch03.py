@@ -2,11 +2,16 @@
 import torch
 from torch import nn
 
+from mathref.checks.ch02 import AUTOGRAD_FUNCTIONAL
 from mathref.checks.core import (exercise, expect, expect_callable, expect_close, expect_tensor_close,
                                  without_autograd)
 
 __all__ = ["check_ch03_sigmoid_derivative", "check_ch03_parameter_count",
            "check_ch03_output_delta", "check_ch03_two_layer_backward"]
+
+# finite differences of the loss would stand in for the derivation
+_FINITE_DIFFERENCES = ("mathref.calculus.numerical_gradient",
+                       "mathref.calculus.numerical_derivative", "mathref.calculus.check_gradients")
 
 
 def _expect_tensor_close(got, want, what, rtol=1e-7, atol=1e-10):
@@ -14,23 +19,56 @@ def _expect_tensor_close(got, want, what, rtol=1e-7, atol=1e-10):
                         shape_hint=" (a gradient has its parameter's shape)")
 
 
+def _matches(got, candidate, rtol=1e-6, atol=1e-9):
+    """Whether the answer ``got`` equals ``candidate`` (a typical slip), shape included."""
+    if not isinstance(got, torch.Tensor):
+        return False
+    got = got.detach().to("cpu", torch.float64)
+    return got.shape == candidate.shape and bool(torch.allclose(got, candidate.double(),
+                                                                rtol=rtol, atol=atol))
+
+
 def _autograd_grad(f, *inputs):
     leaves = [x.detach().clone().requires_grad_(True) for x in inputs]
     return torch.autograd.grad(f(*leaves), leaves)
 
 
-@exercise("ch03-sigmoid-derivative")
+@exercise("ch03-sigmoid-derivative",
+          forbid=("mathref.nn.sigmoid_grad", "torch.ops.aten.sigmoid_backward")
+          + _FINITE_DIFFERENCES + AUTOGRAD_FUNCTIONAL,
+          because="sigmoid_derivative must compute σ(z)(1 − σ(z)) itself")
 def check_ch03_sigmoid_derivative(sigmoid_derivative):
-    """sigmoid_derivative(z) returns σ′(z) = σ(z)(1 − σ(z)) elementwise."""
+    """sigmoid_derivative(z) returns σ′(z) = σ(z)(1 − σ(z)) elementwise, without autograd."""
     expect_callable(sigmoid_derivative, "sigmoid_derivative(z)")
-    expect_close(sigmoid_derivative(torch.tensor(0.0, dtype=torch.float64)), 0.25, "σ′(0)")
+    by_hand = without_autograd(sigmoid_derivative)
     z = torch.linspace(-12, 12, 97, dtype=torch.float64)
     (want,) = _autograd_grad(lambda t: torch.sigmoid(t).sum(), z)
-    _expect_tensor_close(sigmoid_derivative(z.clone()), want, "σ′(z) on [−12, 12]")
+    got = by_hand(z.clone())
+    s = torch.sigmoid(z)
+    expect(not _matches(got, z * (1 - z)), "σ′(z) on [−12, 12]: you computed z(1 − z); the "
+           "formula is a(1 − a) with a = σ(z), the sigmoid's output")
+    expect(not _matches(got, s), "σ′(z) on [−12, 12]: you returned σ(z) itself, not its "
+           "derivative σ(z)(1 − σ(z))")
+    expect(not _matches(got, 1 - s ** 2), "σ′(z) on [−12, 12]: 1 − σ² is the pattern of tanh′ "
+           "= 1 − tanh²; the sigmoid's derivative is σ(1 − σ)")
+    expect_close(by_hand(torch.tensor(0.0, dtype=torch.float64)), 0.25, "σ′(0)")
+    _expect_tensor_close(got, want, "σ′(z) on [−12, 12]")
+    z32 = torch.linspace(-8, 8, 33)                # float32 in, float32 accuracy expected
+    (want32,) = _autograd_grad(lambda t: torch.sigmoid(t).sum(), z32.double())
+    _expect_tensor_close(by_hand(z32.clone()), want32, "σ′(z) for a float32 z", rtol=1e-5,
+                         atol=1e-7)
     return "σ′ = σ(1 − σ), at most 1/4"
 
 
-@exercise("ch03-parameter-count")
+# what builds layers, or counts parameters, for the student
+_BUILDS_LAYERS = ("mathref.nn.count_parameters", "torch.nn.Linear.__init__",
+                  "torch.nn.LazyLinear.__init__", "mathref.nn.Linear.__init__",
+                  "mathref.nn.MLP.__init__", "torch.nn.Module.parameters",
+                  "torch.nn.Module.named_parameters")
+
+
+@exercise("ch03-parameter-count", forbid=_BUILDS_LAYERS,
+          because="count the weights and biases from the widths, without building the layers")
 def check_ch03_parameter_count(count_mlp_parameters):
     """count_mlp_parameters(sizes) = number of weights and biases of Linear layers
     sizes[0] → sizes[1] → … → sizes[-1]."""
@@ -40,11 +78,25 @@ def check_ch03_parameter_count(count_mlp_parameters):
         model = nn.Sequential(*[nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:])])
         want = sum(p.numel() for p in model.parameters())
         got = count_mlp_parameters(list(sizes))
-        expect(got == want, f"sizes {sizes}: nn.Linear layers hold {want} parameters, got {got}")
+        pairs = list(zip(sizes[:-1], sizes[1:]))
+        where = f"sizes {sizes}: nn.Linear layers hold {want} parameters, got {got}"
+        if got != want:
+            expect(got != sum(a * b for a, b in pairs), f"{where}, the weights alone: each "
+                   f"layer also has one bias per output unit")
+            expect(got != sum(a * (b + 1) for a, b in pairs), f"{where}: the biases belong to "
+                   f"the outputs of a layer (n_out of them), not to its inputs")
+            expect(got != sum(sizes), f"{where}, the number of units: count the connections "
+                   f"n_in·n_out of each layer, plus its n_out biases")
+        expect(got == want, where)
     return "Σ (n_in + 1)·n_out, as sum(p.numel() for p in model.parameters())"
 
 
-@exercise("ch03-output-delta")
+@exercise("ch03-output-delta",
+          forbid=("mathref.nn.mlp_backward", "mathref.linear_regression.mse_gradient",
+                  "mathref.linear_regression.mse_loss", "mathref.losses.mse",
+                  "torch.nn.functional.mse_loss", "torch.ops.aten.mse_loss_backward")
+          + _FINITE_DIFFERENCES + AUTOGRAD_FUNCTIONAL,
+          because="output_delta must compute ∂L/∂Ŷ from the formula")
 def check_ch03_output_delta(output_delta):
     """output_delta(Y_hat, Y) = ∂L/∂Ŷ for L = (1/N) Σₙ ‖Ŷₙ − Yₙ‖² (identity output, so also
     δ₂ = ∂L/∂Z₂)."""
@@ -55,12 +107,24 @@ def check_ch03_output_delta(output_delta):
         Y_hat = torch.randn(n, d, generator=gen, dtype=torch.float64)
         Y = torch.randn(n, d, generator=gen, dtype=torch.float64)
         (want,) = _autograd_grad(lambda yh: ((yh - Y) ** 2).sum(dim=1).mean(), Y_hat)
-        _expect_tensor_close(by_hand(Y_hat.clone(), Y.clone()), want,
-                             f"δ₂ for N={n} examples with {d} outputs")
+        got = by_hand(Y_hat.clone(), Y.clone())
+        what = f"δ₂ for N={n} examples with {d} outputs"
+        expect(not _matches(got, -want), f"{what}: the sign is flipped; δ₂ is proportional to "
+               f"Ŷ − Y (prediction minus target)")
+        if d > 1:
+            expect(not _matches(got, want / d), f"{what}: you divided by N·d = {n * d}, the "
+                   f"number of entries (as F.mse_loss does); L averages over the N = {n} "
+                   f"examples only, so divide by N")
+        expect(n == 2 or not _matches(got, want * n / 2), f"{what}: you returned Ŷ − Y; the "
+               f"derivative of (1/N)Σ‖Ŷₙ − Yₙ‖² brings a factor 2/N")
+        _expect_tensor_close(got, want, what)
     return "δ₂ = (2/N)(Ŷ − Y)"
 
 
-@exercise("ch03-two-layer-backward")
+@exercise("ch03-two-layer-backward",
+          forbid=("mathref.nn.mlp_backward",) + _FINITE_DIFFERENCES + AUTOGRAD_FUNCTIONAL,
+          because="two_layer_backward must compute the deltas and gradients itself, by the "
+                  "chain rule")
 def check_ch03_two_layer_backward(two_layer_backward):
     """two_layer_backward(X, Y, W1, b1, W2, b2) returns (delta1, dW1, db1, dW2, db2) for
     Ŷ = tanh(XW₁ + b₁)W₂ + b₂ and L = (1/N) Σₙ ‖Ŷₙ − Yₙ‖², without autograd; δ₁ = ∂L/∂Z₁ is
@@ -80,14 +144,35 @@ def check_ch03_two_layer_backward(two_layer_backward):
 
         want = _autograd_grad(loss, W1, b1, W2, b2)
         # δ₁ = ∂L/∂Z₁, the intermediate: autograd's gradient with respect to Z₁ itself
+        Z1 = X @ W1 + b1
         (want_delta1,) = _autograd_grad(
-            lambda Z1: (((torch.tanh(Z1) @ W2 + b2 - Y) ** 2).sum(dim=1).mean()), X @ W1 + b1)
+            lambda Z1: (((torch.tanh(Z1) @ W2 + b2 - Y) ** 2).sum(dim=1).mean()), Z1)
         got = by_hand(X.clone(), Y.clone(), W1.clone(), b1.clone(), W2.clone(), b2.clone())
         expect(isinstance(got, (tuple, list)) and len(got) == 5,
-               "expected a tuple (delta1, dW1, db1, dW2, db2) of five tensors")
+               "expected a tuple (delta1, dW1, db1, dW2, db2) of five tensors"
+               + (" (δ₁ comes first, then the four gradients)"
+                  if isinstance(got, (tuple, list)) and len(got) == 4 else ""))
+        shape = f"(N={n}, d_in={d_in}, d_h={d_h}, d_out={d_out})"
+        # typical slips, named before the numbers
+        expect(not _matches(got[3], want[2] * n / 2), f"dW2 {shape} is N/2 times too large: "
+               f"δ₂ = (2/N)(Ŷ − Y) carries the factor 2/N of the loss")
+        expect(not _matches(got[4], want[3] / n), f"db2 {shape} is N times too small: the bias "
+               f"gradient sums δ₂ over the examples (sum, not mean)")
+        dA1 = want_delta1 / (1 - torch.tanh(Z1) ** 2)           # ∂L/∂A₁
+        expect(not _matches(got[0], dA1), f"delta1 = ∂L/∂Z1 {shape}: you returned ∂L/∂A1 = "
+               f"δ₂W₂ᵀ; multiply by tanh′(Z₁) = 1 − A₁²")
+        expect(not _matches(got[0], dA1 * (1 - torch.tanh(torch.tanh(Z1)) ** 2)),
+               f"delta1 = ∂L/∂Z1 {shape}: tanh′ must be evaluated at Z₁: 1 − tanh²(Z₁) = 1 − A₁², "
+               f"not 1 − tanh²(A₁)")
         # check from the output layer back, so the first wrong quantity is the one reported
         for name, g, w in (("dW2", got[3], want[2]), ("db2", got[4], want[3]),
                            ("delta1 = ∂L/∂Z1", got[0], want_delta1),
                            ("dW1", got[1], want[0]), ("db1", got[2], want[1])):
-            _expect_tensor_close(g, w, f"{name} (N={n}, d_in={d_in}, d_h={d_h}, d_out={d_out})")
+            if isinstance(g, torch.Tensor) and g.shape == w.shape:
+                off = (g.detach().double() - w).abs().max().item()
+                expect(not (off <= 1e-5 * (1 + w.abs().max().item())
+                            and not torch.allclose(g.detach().double(), w, rtol=1e-9, atol=1e-12)),
+                       f"{name} {shape}: off by up to {off:.2g}, close but not exact, as a "
+                       f"difference quotient would be; the chain rule gives it to rounding")
+            _expect_tensor_close(g, w, f"{name} {shape}", rtol=1e-9, atol=1e-12)
     return "δ₁ and all four gradients match autograd in float64, computed without it"

@@ -5,26 +5,68 @@ import torch
 
 from mathref.autograd import Value
 from mathref.calculus import check_gradients
+from mathref.checks.ch02 import AUTOGRAD_FUNCTIONAL
 from mathref.checks.core import exercise, expect, expect_callable, expect_close, without_autograd
 
 __all__ = ["check_ch04_sigmoid_backward", "check_ch04_topological_order",
            "check_ch04_linear_tanh_vjp", "check_ch04_silu_backward"]
 
 
+# finite differences stand in for a derivation; the engine's own backward does it for the student
+_FINITE_DIFFERENCES = ("mathref.calculus.numerical_gradient",
+                       "mathref.calculus.numerical_derivative", "mathref.calculus.check_gradients")
+
+
 def _sigmoid(x):
     return 1 / (1 + math.exp(-x))
 
 
-@exercise("ch04-sigmoid-backward")
+def _near(a, b, rtol=1e-9):
+    return abs(a - b) <= rtol * max(abs(a), abs(b), 1e-300)
+
+
+def _matches(got, candidate, rtol=1e-6, atol=1e-9):
+    """Whether the tensor answer ``got`` equals ``candidate`` (a typical slip), shape included."""
+    got = torch.as_tensor(got).detach().to("cpu", torch.float64)
+    return got.shape == candidate.shape and bool(torch.allclose(got, candidate, rtol=rtol,
+                                                                atol=atol))
+
+
+@exercise("ch04-sigmoid-backward",
+          forbid=("mathref.nn.sigmoid_grad", "torch.ops.aten.sigmoid_backward",
+                  "mathref.autograd.Value.sigmoid", "mathref.autograd.Value.backward")
+          + _FINITE_DIFFERENCES + AUTOGRAD_FUNCTIONAL,
+          because="sigmoid_backward must apply σ′ = σ(1 − σ) to the output y itself")
 def check_ch04_sigmoid_backward(sigmoid_backward):
-    """sigmoid_backward(x, y, grad_y) returns grad_y · σ'(x) = grad_y · y(1 − y), y = σ(x)."""
+    """sigmoid_backward(x, y, grad_y) returns grad_y · σ'(x) = grad_y · y(1 − y), y = σ(x),
+    without autograd."""
     expect_callable(sigmoid_backward, "sigmoid_backward(x, y, grad_y)")
+    sigmoid_backward = without_autograd(sigmoid_backward)
     for x, g in ((0.0, 1.0), (1.5, 1.0), (-2.0, 0.5), (0.7, -3.0), (3.0, 2.0)):
         t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
         torch.sigmoid(t).backward(torch.tensor(g, dtype=torch.float64))
-        got = sigmoid_backward(x, _sigmoid(x), g)
-        expect_close(got, t.grad.item(), f"sigmoid_backward(x={x}, y=σ(x), grad_y={g})",
-                     rtol=1e-9, atol=1e-12)
+        y = _sigmoid(x)
+        got = sigmoid_backward(x, y, g)
+        what = f"sigmoid_backward(x={x}, y=σ(x), grad_y={g})"
+        number = isinstance(got, (int, float)) or (isinstance(got, torch.Tensor)
+                                                    and got.numel() == 1)
+        if number and not _near(float(got), t.grad.item()):
+            got_f = float(got)
+            for slip, hint in ((y * (1 - y), "you left out grad_y: the message to x is grad_y "
+                                             "times dy/dx (the chain rule)"),
+                               (g * x * (1 - x), "σ(1 − σ) must be evaluated at the output y = "
+                                                 "σ(x), not at the input x"),
+                               (g * (1 - y * y), "1 − y² is tanh's derivative; the sigmoid's is "
+                                                 "y(1 − y)")):
+                expect(not _near(got_f, slip), f"{what}: expected {t.grad.item():.10g}, got "
+                       f"{got_f:.10g}; {hint}")
+        # tight: the formula is exact to rounding, a difference quotient is not
+        if number:
+            off = abs(float(got) - t.grad.item())
+            expect(not 1e-12 * abs(t.grad.item()) + 1e-15 < off < 1e-5, f"{what}: off by "
+                   f"{off:.2g}, close but not exact; grad_y·y(1 − y) is exact to rounding, "
+                   f"a difference quotient is not")
+        expect_close(got, t.grad.item(), what, rtol=1e-12, atol=1e-15)
     # inside the engine: L = s·s + s·x with s = σ(x), so s and x are both used twice
     for x0 in (-1.2, 0.4):
         x = Value(x0)
@@ -48,7 +90,10 @@ def _random_graph(seed):
     return pool[-1] + pool[-2] + pool[3]
 
 
-@exercise("ch04-topological-order")
+@exercise("ch04-topological-order",
+          forbid=("mathref.autograd.topological_order", "mathref.autograd.Value.backward",
+                  "graphlib.TopologicalSorter.prepare", "graphlib.TopologicalSorter.static_order"),
+          because="topo_sort must do the depth-first search itself")
 def check_ch04_topological_order(topo_sort):
     """topo_sort(root) lists every node of root's graph once, each after all its children."""
     expect_callable(topo_sort, "topo_sort(root)")
@@ -90,7 +135,9 @@ def _vjp_inputs(seed):
     return x, W, v
 
 
-@exercise("ch04-linear-tanh-vjp")
+@exercise("ch04-linear-tanh-vjp",
+          forbid=("torch.ops.aten.tanh_backward",) + _FINITE_DIFFERENCES + AUTOGRAD_FUNCTIONAL,
+          because="linear_tanh_vjp must apply the chain rule itself, with matrix products")
 def check_ch04_linear_tanh_vjp(linear_tanh_vjp):
     """linear_tanh_vjp(x, W, v) returns (vᵀ∂y/∂x, vᵀ∂y/∂W) for y = tanh(xW)."""
     expect_callable(linear_tanh_vjp, "linear_tanh_vjp(x, W, v)")
@@ -103,12 +150,25 @@ def check_ch04_linear_tanh_vjp(linear_tanh_vjp):
         gx, gW = (torch.as_tensor(g, dtype=torch.float64) for g in got)
         xl, Wl = x.clone().requires_grad_(True), W.clone().requires_grad_(True)
         torch.tanh(xl @ Wl).backward(v)
-        for name, g, want in (("grad_x", gx, xl.grad), ("grad_W", gW, Wl.grad)):
+        y = torch.tanh(x @ W)
+        missing = "the tanh′ factor 1 − y² is missing: the message at z = xW is v ⊙ (1 − y²)"
+        unsquared = "tanh′(z) = 1 − y², with y squared, not 1 − y"
+        for name, g, want, slips in (
+                ("grad_x", gx, xl.grad, ((v @ W.T, missing), ((v * (1 - y)) @ W.T, unsquared))),
+                ("grad_W", gW, Wl.grad, ((x.T @ v, missing), (x.T @ (v * (1 - y)), unsquared)))):
             expect(tuple(g.shape) == tuple(want.shape), f"{name} must have the shape of its "
-                   f"input {tuple(want.shape)}, got {tuple(g.shape)}")
+                   f"input {tuple(want.shape)}, got {tuple(g.shape)}"
+                   + (" (the transpose: grad_W = xᵀ·δ)" if tuple(g.shape) == tuple(want.shape)[::-1]
+                      else ""))
+            for slip, hint in slips:
+                expect(not _matches(g, slip), f"{name} differs from autograd's vector–Jacobian "
+                       f"product (seed {seed}): {hint}")
             err = (g - want).abs().max().item()
-            expect(err < 1e-10, f"{name} differs from autograd's vector–Jacobian product by up "
-                   f"to {err:.3g} (seed {seed})")
+            # tight: the chain rule is exact to rounding, a difference quotient is not
+            expect(err < 1e-12 * (1 + want.abs().max().item()), f"{name} differs from "
+                   f"autograd's vector–Jacobian product by up to {err:.3g} (seed {seed})"
+                   + (": close but not exact, as a difference quotient would be; the chain "
+                      "rule gives it exactly" if err < 1e-5 else ""))
     return "grad_x = (v ⊙ (1 − y²)) Wᵀ, grad_W = xᵀ (v ⊙ (1 − y²))"
 
 
@@ -126,13 +186,29 @@ def _silu_function(backward_fn):
     return SiLU.apply
 
 
-@exercise("ch04-silu-backward")
+@exercise("ch04-silu-backward",
+          forbid=("torch.nn.functional.silu", "torch.ops.aten.silu", "torch.ops.aten.silu_",
+                  "torch.ops.aten.silu_backward", "mathref.nn.silu", "mathref.nn.silu_grad")
+          + _FINITE_DIFFERENCES + AUTOGRAD_FUNCTIONAL,
+          because="derive SiLU's derivative with the product rule; F.silu's backward, or "
+                  "differences of SiLU, would do it for you")
 def check_ch04_silu_backward(silu_backward):
-    """silu_backward(x, grad_y) returns grad_y · (σ(x) + x σ(x)(1 − σ(x)))."""
+    """silu_backward(x, grad_y) returns grad_y · (σ(x) + x σ(x)(1 − σ(x))), derived: without
+    autograd, F.silu's backward or finite differences."""
     expect_callable(silu_backward, "silu_backward(x, grad_y)")
+    silu_backward = without_autograd(silu_backward)
     silu = _silu_function(silu_backward)
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(7, generator=gen, dtype=torch.float64) * 3
+    g0 = torch.randn(7, generator=gen, dtype=torch.float64)
+    s = torch.sigmoid(x)
+    first = silu_backward(x.clone(), g0.clone())
+    for slip, hint in ((g0 * x * s * (1 - s), "that is the buggy rule x·σ′(x): the product rule "
+                        "for y = x·σ(x) adds the term σ(x)·(dx/dx) = σ(x)"),
+                       (g0 * (s - x * s * (1 - s)), "the product rule adds its two terms: "
+                        "σ(x) + x·σ′(x)"),
+                       (s + x * s * (1 - s), "you left out grad_y: return grad_y times dy/dx")):
+        expect(not _matches(first, slip), f"your backward is wrong: {hint}")
     report = check_gradients(lambda t: silu(t), x, verbose=False)
     expect(report.ok, f"the gradient check still fails: max abs error "
            f"{report.max_abs_error:.3g} against finite differences")
@@ -145,5 +221,9 @@ def check_ch04_silu_backward(silu_backward):
     F_silu.backward(g)
     got = torch.as_tensor(silu_backward(x.clone(), g.clone()), dtype=torch.float64)
     err = (got - xr.grad).abs().max().item()
-    expect(err < 1e-10, f"differs from autograd through F.silu by up to {err:.3g}")
+    # tight: the product rule is exact to rounding, a difference quotient is not
+    expect(err < 1e-12 * (1 + xr.grad.abs().max().item()),
+           f"differs from autograd through F.silu by up to {err:.3g}"
+           + (": close but not exact, as a difference quotient would be; the derived formula "
+              "is exact to rounding" if err < 1e-5 else ""))
     return "the product rule: σ(x) + x·σ(x)(1 − σ(x))"

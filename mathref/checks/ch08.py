@@ -14,6 +14,35 @@ __all__ = ["check_ch08_layer_norm", "check_ch08_rms_norm", "check_ch08_running_s
 
 F64 = torch.float64
 
+# Every PyTorch and mathref normalization: any of them does one of this chapter's exercises for
+# the student (LayerNorm is BatchNorm of xᵀ, GroupNorm with one group is LayerNorm, ...).
+_NORMS = (
+    "torch.nn.functional.layer_norm", "torch.layer_norm", "torch.native_layer_norm",
+    "torch.nn.functional.rms_norm", "torch.rms_norm",
+    "torch.nn.functional.group_norm", "torch.group_norm", "torch.native_group_norm",
+    "torch.nn.functional.instance_norm", "torch.instance_norm",
+    "torch.nn.functional.batch_norm", "torch.batch_norm", "torch.native_batch_norm",
+    "torch._native_batch_norm_legit", "torch.batch_norm_update_stats",
+    "torch.ops.aten.native_layer_norm", "torch.ops.aten._fused_rms_norm",
+    "torch.ops.aten.native_group_norm", "torch.ops.aten.native_batch_norm",
+    "torch.ops.aten._native_batch_norm_legit", "torch.ops.aten._native_batch_norm_legit_functional",
+    "torch.ops.aten._batch_norm_with_update", "torch.ops.aten._batch_norm_no_update",
+    "torch.ops.aten.batch_norm_update_stats",
+    "mathref.norm.layer_norm", "mathref.norm.rms_norm", "mathref.norm.batch_norm",
+    "mathref.norm.LayerNormFunction.forward", "mathref.norm.RMSNormFunction.forward",
+    "mathref.norm.BatchNormFunction.forward", "mathref.checks.ch08._rms_norm_oracle")
+# the backward kernels and hand-derived backward passes a BatchNorm backward could borrow
+_NORM_BACKWARDS = (
+    "torch.ops.aten.native_batch_norm_backward", "torch.ops.aten.batch_norm_backward",
+    "torch.ops.aten._batch_norm_impl_index_backward", "torch.ops.aten.cudnn_batch_norm_backward",
+    "torch.ops.aten.miopen_batch_norm_backward", "torch.ops.aten.native_layer_norm_backward",
+    "torch.ops.aten.native_group_norm_backward", "torch.ops.aten._fused_rms_norm_backward",
+    "mathref.norm.BatchNormFunction.backward", "mathref.norm.LayerNormFunction.backward",
+    "mathref.norm.RMSNormFunction.backward")
+# under inference mode these return zeros instead of failing: refused by name instead
+_AUTOGRAD_FUNCTIONAL = tuple(f"torch.autograd.functional.{name}" for name in
+                             ("vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"))
+
 
 def _rms_norm_oracle(x, shape, weight, eps):
     """PyTorch's F.rms_norm (torch >= 2.4), or its defining formula on an older torch."""
@@ -23,9 +52,48 @@ def _rms_norm_oracle(x, shape, weight, eps):
     return y if weight is None else y * weight
 
 
-def _expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10):
-    expect_tensor_close(got, want, what, rtol=rtol, atol=atol,
+def _expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10, wrong=()):
+    """``got`` against ``want`` (float64); ``wrong`` lists (tensor, why) of the usual mistakes,
+    and the message names the one ``got`` equals."""
+    if isinstance(got, torch.Tensor) and got.is_floating_point():
+        expect(got.dtype == want.dtype, f"{what}: your answer is "
+               f"{str(got.dtype).replace('torch.', '')}, but the inputs are float64: compute in "
+               "their dtype (do not call .float())")
+    hint = ""
+    if isinstance(got, torch.Tensor) and got.shape == want.shape:
+        g = got.detach().to("cpu", F64)
+        for other, why in wrong:
+            if other.shape == g.shape and torch.allclose(g, other.to(F64), rtol=1e-8, atol=1e-10,
+                                                         equal_nan=True):
+                hint = f" ({why})"
+                break
+    expect_tensor_close(got, want, what + hint, rtol=rtol, atol=atol,
                         nan_hint=" (is ε inside the square root?)")
+
+
+def _layer_norm_mistakes(x, gamma, beta, eps):
+    mu = x.mean(-1, keepdim=True)
+    biased = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return [(gamma * (x - mu) / torch.sqrt(x.var(-1, keepdim=True) + eps) + beta,
+             "that uses the unbiased variance (÷(d − 1)): LayerNorm divides by d"),
+            (gamma * (x - mu) / (biased.sqrt() + eps) + beta,
+             "ε is added to the standard deviation: it goes inside the square root, √(σ² + ε)"),
+            ((x - mu) / torch.sqrt(biased + eps), "γ and β are not applied"),
+            (gamma * (x - x.mean(0, keepdim=True))
+             / torch.sqrt(((x - x.mean(0, keepdim=True)) ** 2).mean(0, keepdim=True) + eps) + beta,
+             "the statistics run over the batch: LayerNorm takes them per token, over the "
+             "last axis")]
+
+
+def _rms_norm_mistakes(x, gamma, eps):
+    ms = (x ** 2).mean(-1, keepdim=True)
+    return [(gamma * x / torch.sqrt((x ** 2).sum(-1, keepdim=True) + eps),
+             "that divides by ‖x‖: the RMS is √(mean(x²)) = ‖x‖/√d"),
+            (x / torch.sqrt(ms + eps), "the gain γ is not applied"),
+            (gamma * x / (ms.sqrt() + eps),
+             "ε is added to the RMS: it goes inside the square root, √(mean(x²) + ε)"),
+            (gamma * (x - x.mean(-1, keepdim=True)) / torch.sqrt(ms + eps),
+             "RMSNorm does not subtract the mean")]
 
 
 def _inputs(seed):
@@ -39,42 +107,53 @@ def _inputs(seed):
     return x, gamma, beta
 
 
-@exercise("ch08-layer-norm")
+@exercise("ch08-layer-norm", forbid=_NORMS,
+          because="the exercise is to compute the statistics and normalize yourself")
 def check_ch08_layer_norm(layer_norm_rows):
     """layer_norm_rows(x, gamma, beta, eps=1e-5): LayerNorm of every token over its last axis."""
     expect_callable(layer_norm_rows, "layer_norm_rows(x, gamma, beta, eps)")
     for seed in (0, 1):
         x, gamma, beta = _inputs(seed)
         want = F.layer_norm(x, (3,), gamma, beta, eps=1e-5)
-        _expect_tensor_close(layer_norm_rows(x.clone(), gamma, beta, 1e-5), want,
-                             f"tokens of shape {tuple(x.shape)}, eps=1e-5")
+        _expect_tensor_close(layer_norm_rows(x.clone(), gamma.clone(), beta.clone(), 1e-5), want,
+                             f"tokens of shape {tuple(x.shape)}, eps=1e-5",
+                             wrong=_layer_norm_mistakes(x, gamma, beta, 1e-5))
     x = torch.tensor([[3.0, 1.0], [-100.0, 50.0], [1.0, 1.5]], dtype=F64)
     ones, zeros = torch.ones(2, dtype=F64), torch.zeros(2, dtype=F64)
-    _expect_tensor_close(layer_norm_rows(x, ones, zeros, 1e-5), F.layer_norm(x, (2,), eps=1e-5),
-                         "three tokens with d = 2 (each should map to about (±1, ∓1))")
+    _expect_tensor_close(layer_norm_rows(x.clone(), ones, zeros, 1e-5),
+                         F.layer_norm(x, (2,), eps=1e-5),
+                         "three tokens with d = 2 (each should map to about (±1, ∓1))",
+                         wrong=_layer_norm_mistakes(x, ones, zeros, 1e-5))
     x = torch.randn(5, 8, generator=torch.Generator().manual_seed(3), dtype=F64) * 0.01
-    _expect_tensor_close(layer_norm_rows(x, ones.new_ones(8), zeros.new_zeros(8), 0.1),
-                         F.layer_norm(x, (8,), eps=0.1), "small tokens with eps=0.1")
+    _expect_tensor_close(layer_norm_rows(x.clone(), ones.new_ones(8), zeros.new_zeros(8), 0.1),
+                         F.layer_norm(x, (8,), eps=0.1), "small tokens with eps=0.1",
+                         wrong=_layer_norm_mistakes(x, ones.new_ones(8), zeros.new_zeros(8), 0.1))
     return "per token, biased variance, ε inside the square root"
 
 
-@exercise("ch08-rms-norm")
+@exercise("ch08-rms-norm", forbid=_NORMS,
+          because="the exercise is to compute the root mean square and normalize yourself")
 def check_ch08_rms_norm(rms_norm_rows):
     """rms_norm_rows(x, gamma, eps=1e-5): γ ⊙ x / √(mean(x²) + ε) over the last axis."""
     expect_callable(rms_norm_rows, "rms_norm_rows(x, gamma, eps)")
     x = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1e-3, -2e-3, 0.0, 1e-3], [1.0, 2.0, 3.0, 4.0]], dtype=F64)
     gamma = torch.tensor([1.0, 2.0, 0.5, -1.0], dtype=F64)
-    _expect_tensor_close(rms_norm_rows(x, gamma, 1e-5), _rms_norm_oracle(x, (4,), gamma, 1e-5),
-                         "a zero token, a tiny token and [1, 2, 3, 4] with d = 4")
+    _expect_tensor_close(rms_norm_rows(x.clone(), gamma.clone(), 1e-5),
+                         _rms_norm_oracle(x, (4,), gamma, 1e-5),
+                         "a zero token, a tiny token and [1, 2, 3, 4] with d = 4",
+                         wrong=_rms_norm_mistakes(x, gamma, 1e-5))
     for seed in (0, 1):
         x, gamma, _ = _inputs(seed)
-        _expect_tensor_close(rms_norm_rows(x.clone(), gamma, 1e-5),
+        _expect_tensor_close(rms_norm_rows(x.clone(), gamma.clone(), 1e-5),
                              _rms_norm_oracle(x, (3,), gamma, 1e-5),
-                             f"tokens of shape {tuple(x.shape)}, eps=1e-5")
+                             f"tokens of shape {tuple(x.shape)}, eps=1e-5",
+                             wrong=_rms_norm_mistakes(x, gamma, 1e-5))
     return "γ ⊙ x/√(mean(x²) + ε): divides by ‖x‖/√d, safe at x = 0"
 
 
-@exercise("ch08-running-stats")
+@exercise("ch08-running-stats", forbid=_NORMS,
+          because="the exercise is to write the running averages yourself, not to run "
+                  "BatchNorm")
 def check_ch08_running_stats(update_running_stats):
     """update_running_stats(x, running_mean, running_var, momentum) for x (N, C): returns the
     new (running_mean, running_var) as nn.BatchNorm1d updates them in training mode."""
@@ -86,16 +165,36 @@ def check_ch08_running_stats(update_running_stats):
         x = 2.0 + 3.0 * torch.randn(n, 3, generator=gen, dtype=F64)
         want_mean = (1 - momentum) * rm + momentum * x.mean(0)
         want_var = (1 - momentum) * rv + momentum * x.var(0, unbiased=True)
-        out = update_running_stats(x.clone(), rm.clone(), rv.clone(), momentum)
+        given = (x.clone(), rm.clone(), rv.clone())
+        out = update_running_stats(*given, momentum)
+        for name, before, after in zip(("x", "running_mean", "running_var"), (x, rm, rv), given):
+            expect(torch.equal(before, after),
+                   f"your function changed its argument {name} in place (step {step + 1}); the "
+                   "statement asks you not to modify the inputs: compute new tensors, e.g. "
+                   "(1 − momentum) * running_mean + momentum * mean, instead of mul_/add_/copy_")
         expect(isinstance(out, (tuple, list)) and len(out) == 2,
                "return a pair (new_running_mean, new_running_var)")
-        _expect_tensor_close(out[0], want_mean, f"running_mean after step {step + 1} (N={n}, momentum={momentum})")
-        _expect_tensor_close(out[1], want_var, f"running_var after step {step + 1} (N={n}, momentum={momentum})")
+        where = f"after step {step + 1} (N={n}, momentum={momentum})"
+        _expect_tensor_close(out[0], want_mean, f"running_mean {where}", wrong=[
+            (momentum * rm + (1 - momentum) * x.mean(0),
+             "momentum is the weight of the new batch: (1 − m)·running + m·batch"),
+            ((1 - momentum) * rm + momentum * x.mean(), "the mean is per feature, over the batch "
+                                                        "axis 0, not over all entries")])
+        _expect_tensor_close(out[1], want_var, f"running_var {where}", wrong=[
+            ((1 - momentum) * rv + momentum * x.var(0, unbiased=False),
+             "that is the biased batch variance: the running variance uses the unbiased one, "
+             "÷(n − 1)"),
+            (momentum * rv + (1 - momentum) * x.var(0),
+             "momentum is the weight of the new batch: (1 − m)·running + m·batch"),
+            ((1 - momentum) * rv + momentum * x.var(), "the variance is per feature, over the "
+                                                       "batch axis 0, not over all entries")])
         rm, rv = want_mean, want_var
     return "EMA with weight momentum on the new batch, unbiased variance"
 
 
-@exercise("ch08-batch-norm-backward")
+@exercise("ch08-batch-norm-backward", forbid=_NORMS + _NORM_BACKWARDS + _AUTOGRAD_FUNCTIONAL,
+          because="derive the gradient by hand, without autograd, a backward kernel or finite "
+                  "differences of a normalization")
 def check_ch08_batch_norm_backward(batch_norm_backward):
     """batch_norm_backward(dy, x, gamma, eps=1e-5): (∂L/∂x, ∂L/∂γ, ∂L/∂β) of training-mode
     BatchNorm of x of shape (n, C), without autograd."""
@@ -115,8 +214,49 @@ def check_ch08_batch_norm_backward(batch_norm_backward):
                + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""))
         dx, dgamma, dbeta = got
         where = f"x of shape {(n, C)}"
-        _expect_tensor_close(dbeta, beta.grad, f"∂L/∂β for {where} (a sum over the batch)")
-        _expect_tensor_close(dgamma, gamma.grad, f"∂L/∂γ for {where} (Σ over the batch of dy ⊙ x̂)")
+        x0, gamma0 = x.detach(), gamma.detach()
+        _expect_tensor_close(dbeta, beta.grad, f"∂L/∂β for {where} (a sum over the batch)",
+                             wrong=[(dy.mean(0), "a sum over the batch, not a mean")])
+        _expect_tensor_close(dgamma, gamma.grad, f"∂L/∂γ for {where} (Σ over the batch of dy ⊙ x̂)",
+                             wrong=[((dy * x0).sum(0), "dγ = Σ dy ⊙ x̂, with the normalized x̂, "
+                                                       "not x"),
+                                    ((dy * _xhat(x0, 1e-5, unbiased=True)[0]).sum(0),
+                                     "BatchNorm normalizes with the biased batch variance (÷ n)"),
+                                    ((dy * _xhat(x0, 1e-5, dim=-1)[0]).sum(0),
+                                     "x̂ takes BatchNorm's statistics, per feature over the n "
+                                     "examples, not LayerNorm's per example")])
         _expect_tensor_close(dx, x.grad, f"∂L/∂x for {where} (statistics per feature, over the "
-                                         "n examples)", rtol=1e-7, atol=1e-9)
+                                         "n examples)", rtol=1e-7, atol=1e-9,
+                             wrong=_batch_norm_dx_mistakes(dy, x0, gamma0, 1e-5))
     return "the LayerNorm backward on the batch axis: means over n, per feature; dγ = Σ dy ⊙ x̂, dβ = Σ dy"
+
+
+def _xhat(x, eps, dim=0, unbiased=False):
+    """(x̂, s) with the statistics over ``dim``, the variance biased unless ``unbiased``."""
+    mu = x.mean(dim, keepdim=True)
+    var = x.var(dim, keepdim=True) if unbiased else ((x - mu) ** 2).mean(dim, keepdim=True)
+    s = torch.sqrt(var + eps)
+    return (x - mu) / s, s
+
+
+def _batch_norm_dx_mistakes(dy, x, gamma, eps):
+    """∂L/∂x computed the usual wrong ways, each with the reason."""
+    def parts(dim=0, unbiased=False):
+        return _xhat(x, eps, dim, unbiased)
+    xhat, s = parts()
+    g = gamma * dy
+    mistakes = [((g - g.sum(0) - xhat * (g * xhat).sum(0)) / s,
+                 "sums where the formula has means: the 1/n is missing"),
+                ((dy - dy.mean(0) - xhat * (dy * xhat).mean(0)) / s,
+                 "γ is missing: the upstream gradient of x̂ is γ ⊙ dy"),
+                ((g - g.mean(0)) / s, "σ depends on x too: the term − x̂ · mean(g ⊙ x̂) is missing")]
+    xhat_u, s_u = parts(unbiased=True)
+    mistakes.append(((g - g.mean(0) - xhat_u * (g * xhat_u).mean(0)) / s_u,
+                     "BatchNorm normalizes with the biased batch variance (÷ n)"))
+    if x.shape[1] > 1:
+        xhat_t, s_t = parts(dim=-1)
+        mistakes.append(((g - g.mean(-1, keepdim=True)
+                          - xhat_t * (g * xhat_t).mean(-1, keepdim=True)) / s_t,
+                         "those are LayerNorm's statistics, per example: BatchNorm's run over "
+                         "the n examples, per feature"))
+    return mistakes

@@ -27,7 +27,25 @@ def _randn(*shape, seed):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
 
 
-@exercise("ch11-causal-mask")
+_SDPA_OPS = ("torch.ops.aten._scaled_dot_product_attention_math",
+             "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+             "torch.ops.aten._scaled_dot_product_flash_attention",
+             "torch.ops.aten._scaled_dot_product_efficient_attention",
+             "torch.ops.aten._scaled_dot_product_cudnn_attention")
+_SDPA_BACKWARD_OPS = tuple(f"{name}_backward" for name in _SDPA_OPS[1:])
+_MHA_MODULES = ("torch.nn.MultiheadAttention.forward",
+                "torch.nn.functional.multi_head_attention_forward",
+                "mathref.attention.MultiHeadAttention.forward")
+_SOFTMAX_BACKWARD = ("torch._softmax_backward_data", "torch.ops.aten._softmax_backward_data",
+                     "mathref.attention.softmax_backward", "mathref.attention.attention_backward",
+                     "mathref.attention.AttentionFunction.backward")
+
+
+@exercise("ch11-causal-mask",
+          forbid=("mathref.attention.causal_mask", "mathref.attention.to_additive_mask",
+                  "torch.nn.Transformer.generate_square_subsequent_mask",
+                  "torch.nn.modules.transformer._generate_square_subsequent_mask"),
+          because="the exercise asks you to build the mask from its definition")
 def check_ch11_causal_mask(causal_additive_mask):
     """causal_additive_mask(T): [T, T] float, 0 where j ≤ i and −∞ where j > i."""
     expect_callable(causal_additive_mask, "causal_additive_mask(T)")
@@ -50,7 +68,11 @@ def check_ch11_causal_mask(causal_additive_mask):
     return "0 on and below the diagonal, −∞ above: no row is ever fully masked"
 
 
-@exercise("ch11-mha-param-count")
+@exercise("ch11-mha-param-count",
+          forbid=("mathref.attention.MultiHeadAttention.__init__",
+                  "torch.nn.MultiheadAttention.__init__", "torch.nn.Linear.__init__"),
+          because="count the parameters from the shapes of W_Q, W_K, W_V, W_O and their biases, "
+                  "without building the layer")
 def check_ch11_mha_param_count(mha_param_count):
     """mha_param_count(d_model, n_heads, n_kv_heads, bias): parameters of W_Q, W_K, W_V, W_O."""
     expect_callable(mha_param_count, "mha_param_count(d_model, n_heads, n_kv_heads, bias)")
@@ -71,7 +93,12 @@ def check_ch11_mha_param_count(mha_param_count):
     return "4d² + 4d with full heads; grouped K/V heads shrink W_K and W_V to d × H_kv·d_k"
 
 
-@exercise("ch11-attention")
+@exercise("ch11-attention",
+          forbid=("torch.nn.functional.scaled_dot_product_attention", *_SDPA_OPS, *_MHA_MODULES,
+                  "mathref.attention.scaled_dot_product_attention",
+                  "mathref.attention.attention_weights", "mathref.attention.AttentionFunction.forward",
+                  "mathref.similarity.soft_lookup"),
+          because="attention computes softmax(q kᵀ/√d_k + mask) v itself (torch.softmax is allowed)")
 def check_ch11_attention(attention):
     """attention(q, k, v, mask=None): softmax(q kᵀ/√d_k + mask) v over the last two dims."""
     expect_callable(attention, "attention(q, k, v, mask)")
@@ -92,9 +119,15 @@ def check_ch11_attention(attention):
     return "scores scaled by 1/√d_k, mask added after scaling, softmax over keys"
 
 
-@exercise("ch11-softmax-backward")
+@exercise("ch11-softmax-backward",
+          forbid=(*_SOFTMAX_BACKWARD, "torch.softmax", "torch.Tensor.softmax",
+                  "torch.nn.functional.softmax", "torch.ops.aten._softmax"),
+          because="the exercise asks you to derive the softmax backward pass, not to call one or "
+                  "to differentiate softmax numerically")
 def check_ch11_softmax_backward(softmax_backward_rows):
-    """softmax_backward_rows(P, G_P): G_S = ∂L/∂S for P = softmax(S) along the last dim."""
+    """softmax_backward_rows(P, G_P): G_S = ∂L/∂S for P = softmax(S) along the last dim, derived:
+    the answer runs under ``without_autograd``, and the softmax itself (whose finite
+    differences would bypass the derivation) and the library backward passes are refused."""
     expect_callable(softmax_backward_rows, "softmax_backward_rows(P, G_P)")
     cases = [(_randn(4, 5, seed=0), "a [4, 5] batch of rows"),
              (_randn(2, 3, 4, 6, seed=1) * 3, "scores of shape [2, 3, 4, 6]")]
@@ -106,11 +139,13 @@ def check_ch11_softmax_backward(softmax_backward_rows):
         P = torch.softmax(S, dim=-1)
         G_P = _randn(*S.shape, seed=10 + i)
         (grad,) = torch.autograd.grad(P, S, G_P)
-        _expect_tensor_close(softmax_backward_rows(P.detach(), G_P), grad, what)
+        _expect_tensor_close(without_autograd(softmax_backward_rows)(P.detach(), G_P), grad, what)
     return "G_S = P ⊙ (G_P − rowsum(G_P ⊙ P)), the vector–Jacobian product of diag(p) − ppᵀ"
 
 
-@exercise("ch11-multi-head")
+@exercise("ch11-multi-head", forbid=_MHA_MODULES,
+          because="the exercise asks you to split the heads, attend and recombine them yourself "
+                  "(F.scaled_dot_product_attention per head is allowed)")
 def check_ch11_multi_head(multi_head_attention):
     """multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads): causal multi-head attention,
     weights in the math layout (y = x W), no biases, checked against nn.MultiheadAttention."""
@@ -129,7 +164,12 @@ def check_ch11_multi_head(multi_head_attention):
     return "heads of d_k = d_model/H, scale 1/√d_k, concatenated, W_O applied once"
 
 
-@exercise("ch11-gqa-backward")
+@exercise("ch11-gqa-backward",
+          forbid=(*_SOFTMAX_BACKWARD, *_SDPA_BACKWARD_OPS,
+                  "torch.nn.functional.scaled_dot_product_attention", *_SDPA_OPS,
+                  "mathref.attention.scaled_dot_product_attention"),
+          because="the exercise asks you to derive the gradients (torch.softmax and repeat_kv for "
+                  "the forward pass are allowed)")
 def check_ch11_gqa_backward(gqa_attention_backward):
     """gqa_attention_backward(q, k, v, G_O): the gradients (G_Q, G_K, G_V) of causal grouped-query
     attention, q [B, H, T, d], k [B, H_kv, T, d], v [B, H_kv, T, d_v], query head h reading

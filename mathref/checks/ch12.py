@@ -7,13 +7,20 @@ import math
 
 import torch
 
-from mathref.checks.core import exercise, expect, expect_callable, expect_close
+from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, expect_close
 
 __all__ = ["check_ch12_sinusoidal_entry", "check_ch12_alibi_matrix",
            "check_ch12_adjacent_to_half", "check_ch12_rope_half"]
 
 
-@exercise("ch12-sinusoidal-entry")
+def _low_precision(value):
+    """Whether the student's number is a float32 (or narrower) tensor or numpy scalar."""
+    dtype = getattr(value, "dtype", None)
+    return str(dtype).replace("torch.", "") in ("float32", "float16", "bfloat16")
+
+
+@exercise("ch12-sinusoidal-entry", forbid=("mathref.positions.sinusoidal_positions",),
+          because="sinusoidal_entry computes PE(p, j) from its formula")
 def check_ch12_sinusoidal_entry(sinusoidal_entry):
     """sinusoidal_entry(p, j, d) = sin(p/10000^(2i/d)) for even j, cos(...) for odd j, i = j//2."""
     expect_callable(sinusoidal_entry, "sinusoidal_entry(p, j, d)")
@@ -22,12 +29,27 @@ def check_ch12_sinusoidal_entry(sinusoidal_entry):
             for j in sorted({0, 1, 2, 3, d // 2 - 1, d // 2, d - 2, d - 1}):
                 angle = p / 10000 ** (2 * (j // 2) / d)
                 want = math.sin(angle) if j % 2 == 0 else math.cos(angle)
-                expect_close(sinusoidal_entry(p, j, d), want, f"PE(p={p}, j={j}) with d={d}",
-                             rtol=1e-9, atol=1e-12)
+                value = sinusoidal_entry(p, j, d)
+                what = f"PE(p={p}, j={j}) with d={d}"
+                try:
+                    got = float(value)
+                except (TypeError, ValueError, RuntimeError):
+                    raise CheckFailure(f"{what}: expected a number, got {type(value).__name__} "
+                                       f"{value!r}") from None
+                if abs(got - want) > 1e-12 + 1e-9 * abs(want) and abs(got - want) < 1e-3:
+                    low = _low_precision(value)
+                    raise CheckFailure(
+                        f"{what}: expected {want:.10g}, got {got:.10g}, right only to about "
+                        f"{abs(got - want):.1g}: " + (
+                            "your answer is float32; " if low else "a float32 step somewhere? ")
+                        + "compute the angle and its sine in float64 (math.sin, or torch with "
+                        "dtype=torch.float64): at p = 999 a float32 angle is off by about 1e-4")
+                expect_close(got, want, what, rtol=1e-9, atol=1e-12)
     return "sin and cos of pair i share the frequency 10000^(−2i/d)"
 
 
-@exercise("ch12-alibi-matrix")
+@exercise("ch12-alibi-matrix", forbid=("mathref.positions.alibi_bias",),
+          because="alibi_matrix builds the bias from its definition")
 def check_ch12_alibi_matrix(alibi_matrix):
     """alibi_matrix(slope, T): [T, T], −slope·(i − j) for j ≤ i and −inf for j > i."""
     expect_callable(alibi_matrix, "alibi_matrix(slope, T)")
@@ -61,7 +83,10 @@ def _heads(y, n_heads):
     return y.view(T, n_heads, -1).transpose(0, 1)                                  # [H, T, d_k]
 
 
-@exercise("ch12-adjacent-to-half")
+@exercise("ch12-adjacent-to-half",
+          forbid=("mathref.positions.apply_rope", "mathref.positions.rope_cache"),
+          because="work the row order out from the two layouts' definitions instead of testing "
+                  "candidates against mathref's RoPE")
 def check_ch12_adjacent_to_half(adjacent_to_half_weights):
     """adjacent_to_half_weights(W, n_heads): W's rows permuted, within each head, so that the
     half-split layout gives the scores the adjacent layout gave with W."""
@@ -98,6 +123,17 @@ def check_ch12_adjacent_to_half(adjacent_to_half_weights):
     return "per head, rows (0, 2, 4, …, 1, 3, 5, …): the same scores in the other layout"
 
 
+def _expect_float64_angles(err, what, tolerance=1e-4):
+    """A float64 result that is right only to float32 precision (an error between 1e-9 and
+    ``tolerance``; a wrong pairing, sign or frequency is off by far more) has its angles in
+    float32: ``torch.arange(d // 2) / d`` and ``2 * torch.arange(...) / d`` are float32."""
+    expect(not 1e-9 <= err < tolerance,
+           f"{what}: right only to {err:.1g} (float64 needs 1e-9), so your result went through "
+           f"float32, most likely the angles: torch.arange(d // 2) / d is float32 by default. "
+           f"Build θ_i and m·θ_i in float64 (torch.arange(..., dtype=torch.float64)) and cast "
+           f"cos and sin to x.dtype at the end")
+
+
 @exercise("ch12-rope-half", forbid=("mathref.positions.apply_rope", "mathref.positions.rope_cache"),
           because="rope_half_split must compute the rotation itself")
 def check_ch12_rope_half(rope_half_split):
@@ -125,6 +161,8 @@ def check_ch12_rope_half(rope_half_split):
                 want = torch.zeros(d, dtype=torch.float64)
                 want[i], want[i + d // 2] = (c, s) if first else (-s, c)
                 err = (got - want).abs().max().item()
+                _expect_float64_angles(err, f"x = e_{i if first else i + d // 2} (d = {d}) at "
+                                            f"position {m}")
                 expect(err < 1e-9, f"x = e_{i if first else i + d // 2} (d = {d}) at position {m}: "
                        f"expected {[round(v, 4) for v in want.tolist()]}, got "
                        f"{[round(v, 4) for v in got.tolist()]} (pair i is (x_i, x_(i+d/2)), "
@@ -139,6 +177,8 @@ def check_ch12_rope_half(rope_half_split):
         expect(torch.equal(x, before), "your function changed x in place")
         want = _rope_reference(x, positions, "half", base)
         err = (got - want).abs().max().item()
+        _expect_float64_angles(err, f"x of shape {shape}, positions {positions.tolist()}, "
+                                    f"base {base}", tolerance=2e-3)
         expect(err < 1e-9, f"x of shape {shape}, positions {positions.tolist()}, base {base}: "
                f"largest difference from RoPE is {err:.3g}")
     x32 = torch.randn(1, 2, 3, 4, generator=gen)

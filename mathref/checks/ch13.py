@@ -7,13 +7,45 @@ against ``nn.TransformerEncoderLayer`` in tests/test_transformer.py).
 import torch
 from torch import nn
 
-from mathref.checks.core import exercise, expect, expect_callable
+from mathref.checks.core import CheckFailure, exercise, expect, expect_callable
 
 __all__ = ["check_ch13_shift_right", "check_ch13_swiglu_width", "check_ch13_decoder_params",
            "check_ch13_pre_norm_block", "check_ch13_cross_attention"]
 
+# What computes attention whole, refused where an exercise asks for it written out (chapters 13,
+# 14 and 15): PyTorch's function and module, their kernels (the composite ops by the object a
+# direct torch.ops call hands to a TorchFunctionMode, the others as aten ops, which the
+# TorchDispatchMode sees however they were reached), and mathref's attention, blocks and
+# FlashAttention.
+ATTENTION_CALLS = (
+    "torch.nn.functional.scaled_dot_product_attention",
+    "torch._ops.ops.aten.scaled_dot_product_attention",
+    "torch._ops.ops.aten.scaled_dot_product_attention.default",
+    "torch._ops.ops.aten._scaled_dot_product_attention_math",
+    "torch._ops.ops.aten._scaled_dot_product_attention_math.default",
+    "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+    "torch.ops.aten._scaled_dot_product_flash_attention",
+    "torch.ops.aten._scaled_dot_product_efficient_attention",
+    "torch.ops.aten._scaled_dot_product_cudnn_attention",
+    "torch.ops.aten._scaled_dot_product_fused_attention_overrideable",
+    "torch.ops.aten._native_multi_head_attention",
+    "torch._native_multi_head_attention",
+    "torch.nn.functional.multi_head_attention_forward",
+    "torch.nn.MultiheadAttention.forward",
+    "mathref.attention.attention_weights",
+    "mathref.attention.scaled_dot_product_attention",
+    "mathref.attention.MultiHeadAttention.forward",
+    "mathref.attention.AttentionFunction.forward",
+    "mathref.gpt.CausalSelfAttention.forward",
+    "mathref.transformer.EncoderBlock.forward",
+    "mathref.transformer.DecoderBlock.forward",
+    "mathref.efficient.flash_attention",
+    "mathref.efficient.FlashAttentionFunction.forward",
+)
 
-@exercise("ch13-shift-right")
+
+@exercise("ch13-shift-right", forbid=("mathref.transformer.shift_right",),
+          because="build the shifted input from `targets` yourself")
 def check_ch13_shift_right(shift_right):
     """shift_right(targets, bos_id) → (bos, y_1, …, y_{T−1}) per row, same shape [B, T]."""
     expect_callable(shift_right, "shift_right(targets, bos_id)")
@@ -36,18 +68,33 @@ def check_ch13_shift_right(shift_right):
     return "position t reads y_<t and predicts y_t"
 
 
-@exercise("ch13-swiglu-width")
+@exercise("ch13-swiglu-width", forbid=("mathref.transformer.default_d_ff",),
+          because="round 8·d_model/3 up to a multiple of multiple_of yourself")
 def check_ch13_swiglu_width(swiglu_d_ff):
-    """swiglu_d_ff(d_model, multiple_of): the smallest multiple of multiple_of ≥ 8·d_model/3."""
+    """swiglu_d_ff(d_model, multiple_of): the smallest multiple of multiple_of ≥ 8·d_model/3,
+    in integers (the last case is beyond float64's exact integers: float division rounds the
+    remainder away there)."""
     expect_callable(swiglu_d_ff, "swiglu_d_ff(d_model, multiple_of)")
-    for d, m in ((4096, 256), (512, 8), (768, 64), (96, 1), (64, 8), (300, 100), (5120, 256)):
+    for d, m in ((4096, 256), (512, 8), (768, 64), (96, 1), (64, 8), (300, 100), (5120, 256),
+                 (3 * 2 ** 50 + 1, 1)):
         want = -(-8 * d // (3 * m)) * m            # ceil(8d / 3m) · m, in integers
         got = swiglu_d_ff(d, m)
-        expect(got == want, f"d_model={d}, multiple_of={m}: expected {want}, got {got}")
+        hint = "" if 8 * d < 2 ** 53 else (
+            " (8·d_model/3 is beyond float64's exact integers here, so floating-point division "
+            "rounds the remainder away: use integer arithmetic, e.g. -(-a // b) for ⌈a/b⌉)")
+        expect(got == want, f"d_model={d}, multiple_of={m}: expected {want}, got {got}{hint}")
     return "LLaMA-7B's 11008 = 256 · ⌈8·4096/(3·256)⌉"
 
 
-@exercise("ch13-decoder-params")
+@exercise("ch13-decoder-params",
+          forbid=("mathref.transformer.block_parameters",
+                  "mathref.transformer.DecoderBlock.__init__",
+                  "torch.nn.TransformerDecoderLayer.__init__",
+                  "torch.nn.Module.parameters", "torch.nn.Module.named_parameters",
+                  "torch.nn.Module.state_dict",
+                  "torch.Tensor.numel", "torch.Tensor.nelement", "torch.numel"),
+          because="count the parameters from the shapes of the weights, biases and norms, "
+                  "without building the layer")
 def check_ch13_decoder_params(decoder_block_parameters):
     """decoder_block_parameters(d_model, d_ff): numel of nn.TransformerDecoderLayer."""
     expect_callable(decoder_block_parameters, "decoder_block_parameters(d_model, d_ff)")
@@ -55,12 +102,52 @@ def check_ch13_decoder_params(decoder_block_parameters):
         layer = nn.TransformerDecoderLayer(d, h, d_ff, batch_first=True)
         want = sum(p.numel() for p in layer.parameters())
         got = decoder_block_parameters(d, d_ff)
+        missing = {4 * d * d + 4 * d: " (one attention is missing: a decoder block has "
+                                      "self-attention and cross-attention, 4d² + 4d each)",
+                   4 * d * d + 6 * d: " (the cross-attention and its LayerNorm are missing: "
+                                      "a decoder block has two attentions and three norms)",
+                   2 * d: " (a decoder block has three LayerNorms, each with γ and β)",
+                   9 * d + d_ff: " (the biases are missing: 4d per attention, d_ff + d in the "
+                                 "FFN)"}
+        hint = missing.get(want - got, "") if isinstance(got, int) else ""
         expect(got == want, f"d_model={d}, d_ff={d_ff}: nn.TransformerDecoderLayer has "
-               f"{want} parameters, you counted {got}")
+               f"{want} parameters, you counted {got}{hint}")
     return "16d² + 19d when d_ff = 4d"
 
 
-@exercise("ch13-pre-norm-block")
+def _pre_norm_diagnosis(got, x, block):
+    """Which common mistake ``got`` is, if it is one of them."""
+    attn, ffn, n1, n2 = block.self_attn, block.ffn, block.norm1, block.norm2
+    with torch.no_grad():
+        post = n1(x + attn(x))
+        mistakes = (
+            (n2(post + ffn(post)), "this is the post-norm block, Norm(x + Sublayer(x)); pre-norm "
+                                   "normalizes only the sub-layer's input: x + Sublayer(Norm(x))"),
+            (ffn(n2(attn(n1(x)))), "the residual connections are missing: add each sub-layer's "
+                                   "output to its input"),
+            (_two_steps(x, attn, ffn, n1, n1), "the second sub-layer must use norm2, not norm1"),
+            (ffn(n2(n1(x) + attn(n1(x)))) + n2(n1(x) + attn(n1(x))),
+             "the residual stream itself was normalized: only the sub-layer's input goes "
+             "through the norm, x is added as it is"),
+        )
+    for output, why in mistakes:
+        if got.shape == output.shape and torch.allclose(got, output, rtol=1e-9, atol=1e-9):
+            return f" ({why})"
+    return ""
+
+
+def _two_steps(x, attn, ffn, norm1, norm2):
+    x = x + attn(norm1(x))
+    return x + ffn(norm2(x))
+
+
+@exercise("ch13-pre-norm-block",
+          forbid=("mathref.transformer.EncoderBlock.forward",
+                  "mathref.transformer.DecoderBlock.forward", "mathref.gpt.Block.forward",
+                  "torch.nn.TransformerEncoderLayer.forward",
+                  "torch.nn.TransformerDecoderLayer.forward",
+                  "torch._transformer_encoder_layer_fwd"),
+          because="apply the two residual sub-layers yourself, with the parts you are given")
 def check_ch13_pre_norm_block(pre_norm_block):
     """pre_norm_block(x, attn, ffn, norm1, norm2): the pre-norm encoder block."""
     expect_callable(pre_norm_block, "pre_norm_block(x, attn, ffn, norm1, norm2)")
@@ -78,11 +165,42 @@ def check_ch13_pre_norm_block(pre_norm_block):
         expect(isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(want.shape),
                f"expected a tensor of shape {tuple(want.shape)}")
         err = (got - want).abs().max().item()
-        expect(err < 1e-10, f"largest difference from the pre-norm block is {err:.3g}")
+        if err >= 1e-10:
+            raise CheckFailure(f"largest difference from the pre-norm block is {err:.3g}"
+                               + _pre_norm_diagnosis(got, x, block))
     return "x + Attn(Norm₁(x)), then x + FFN(Norm₂(x))"
 
 
-@exercise("ch13-cross-attention")
+def _cross_weights_diagnosis(weights, y, memory, W, H, allowed):
+    """Why the weights are off, when they are those of a common mistake."""
+    B, T, d = y.shape
+    S, d_k = memory.shape[1], d // H
+    blocked = ~allowed[:, None, None, :]
+
+    def weights_with(scale=d_k, split=(H, d_k), causal=False):
+        q = (y @ W[0]).view(B, T, *split)
+        k = (memory @ W[1]).view(B, S, *split)
+        if split != (H, d_k):                     # [B, L, d_k, H]: heads interleaved
+            q, k = q.transpose(-1, -2), k.transpose(-1, -2)
+        scores = q.transpose(1, 2) @ k.permute(0, 2, 3, 1) / scale ** 0.5
+        scores = scores.masked_fill(blocked, float("-inf"))
+        if causal:
+            scores = scores.masked_fill(torch.ones(T, S, dtype=torch.bool).triu(1), float("-inf"))
+        return scores.softmax(-1)
+
+    mistakes = ((dict(causal=True), "cross-attention has no causal mask: every target position "
+                                    "may attend to every real source position"),
+                (dict(scale=d), "the scale is 1/√d_k with d_k = d / n_heads, not 1/√d"),
+                (dict(split=(d_k, H)), "head h owns the consecutive columns h·d_k … (h+1)·d_k − 1: "
+                                       "split with view(B, L, n_heads, d_k)"))
+    for options, why in mistakes:
+        if torch.allclose(weights, weights_with(**options), rtol=1e-9, atol=1e-12):
+            return f" ({why})"
+    return " (check the scale 1/√d_k, the head split and the mask)"
+
+
+@exercise("ch13-cross-attention", forbid=ATTENTION_CALLS,
+          because="compute the scores, the masked softmax and the weighted values yourself")
 def check_ch13_cross_attention(cross_attention):
     """cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed) → (out, weights),
     compared with torch's nn.MultiheadAttention (no biases, key_padding_mask = ~src_allowed)."""
@@ -106,8 +224,10 @@ def check_ch13_cross_attention(cross_attention):
                "return the pair (out, weights)")
         out, weights = (torch.as_tensor(t).detach().to(torch.float64) for t in got)
         case = f"B={B}, T={T}, S={S}, d={d}, H={H}"
+        from_y = " (keys and values come from `memory`: S columns, one per source position)" \
+            if tuple(weights.shape) == (B, H, T, T) else ""
         expect(tuple(weights.shape) == (B, H, T, S), f"{case}: weights must have shape "
-               f"{(B, H, T, S)} = [B, H, T, S], got {tuple(weights.shape)}")
+               f"{(B, H, T, S)} = [B, H, T, S], got {tuple(weights.shape)}{from_y}")
         blocked = (~allowed)[:, None, None, :].expand_as(weights)
         expect(bool((weights[blocked] == 0).all()), f"{case}: padding keys must get weight 0")
         row_sums = weights.sum(-1)
@@ -115,8 +235,10 @@ def check_ch13_cross_attention(cross_attention):
                f"to 1 over the source positions (got sums from {row_sums.min().item():.4g} to "
                f"{row_sums.max().item():.4g})")
         err_w = (weights - want_w).abs().max().item()
-        expect(err_w < 1e-9, f"{case}: attention weights differ from nn.MultiheadAttention's by "
-               f"up to {err_w:.3g} (check the scale 1/√d_k, the head split and the mask)")
+        if err_w >= 1e-9:
+            raise CheckFailure(f"{case}: attention weights differ from nn.MultiheadAttention's by "
+                               f"up to {err_w:.3g}"
+                               + _cross_weights_diagnosis(weights, y, memory, W, H, allowed))
         expect(tuple(out.shape) == (B, T, d), f"{case}: out must have shape {(B, T, d)}, got "
                f"{tuple(out.shape)}")
         err = (out - want_out).abs().max().item()

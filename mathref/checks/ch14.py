@@ -3,7 +3,8 @@ import math
 
 import torch
 
-from mathref.checks.core import expect, expect_callable, expect_close, exercise
+from mathref.checks.ch13 import ATTENTION_CALLS
+from mathref.checks.core import CheckFailure, expect, expect_callable, expect_close, exercise
 
 __all__ = ["check_ch14_next_token_pairs", "check_ch14_perplexity_bpb", "check_ch14_top_k",
            "check_ch14_top_p", "check_ch14_rope_decode_step"]
@@ -15,7 +16,8 @@ def _pair(result, what):
     return result
 
 
-@exercise("ch14-next-token-pairs")
+@exercise("ch14-next-token-pairs", forbid=("mathref.data.get_batch",),
+          because="slice the inputs and targets out of the windows yourself")
 def check_ch14_next_token_pairs(next_token_pairs):
     """next_token_pairs(ids [B, T+1]) → (ids[:, :-1], ids[:, 1:])."""
     expect_callable(next_token_pairs, "next_token_pairs(ids)")
@@ -24,6 +26,9 @@ def check_ch14_next_token_pairs(next_token_pairs):
         inputs, targets = _pair(next_token_pairs(ids.clone()), "next_token_pairs(ids)")
         expect(isinstance(inputs, torch.Tensor) and isinstance(targets, torch.Tensor),
                "inputs and targets must be tensors")
+        expect(inputs.dtype == ids.dtype and targets.dtype == ids.dtype,
+               f"inputs and targets must keep the ids' integer dtype ({ids.dtype}), got "
+               f"{inputs.dtype} and {targets.dtype}: token ids index the embedding table")
         expect(tuple(inputs.shape) == (B, T1 - 1) and tuple(targets.shape) == (B, T1 - 1),
                f"for ids of shape {(B, T1)} expected inputs and targets of shape {(B, T1 - 1)}, "
                f"got {tuple(inputs.shape)} and {tuple(targets.shape)}")
@@ -35,7 +40,9 @@ def check_ch14_next_token_pairs(next_token_pairs):
     return "targets are the inputs shifted by one along time"
 
 
-@exercise("ch14-perplexity-bpb")
+@exercise("ch14-perplexity-bpb",
+          forbid=("mathref.losses.perplexity", "mathref.losses.bits_per_byte"),
+          because="compute both from the total negative log-likelihood yourself")
 def check_ch14_perplexity_bpb(perplexity_and_bpb):
     """perplexity_and_bpb(total, n_tokens, n_bytes) → (exp(total/n_tokens), total/(ln2·n_bytes))."""
     expect_callable(perplexity_and_bpb, "perplexity_and_bpb(total_nll_nats, n_tokens, n_bytes)")
@@ -43,10 +50,35 @@ def check_ch14_perplexity_bpb(perplexity_and_bpb):
                                      (123.4, 40, 161), (0.0, 10, 30)):
         ppl, bpb = _pair(perplexity_and_bpb(total, n_tokens, n_bytes), "perplexity_and_bpb")
         what = f"total {total} nats, {n_tokens} tokens, {n_bytes} bytes"
-        expect_close(ppl, math.exp(total / n_tokens), f"perplexity for {what}", rtol=1e-9)
-        expect_close(bpb, total / (math.log(2) * n_bytes), f"bits per byte for {what}",
-                     rtol=1e-9)
+        # rtol 1e-6: a float32 torch computation is right too; every wrong formula is off by
+        # a factor (ln 2, 8, bytes per token, 2 against e) far above it
+        mean, ln2 = total / n_tokens, math.log(2)
+        _close_or_why(ppl, math.exp(mean), f"perplexity for {what}", (
+            (2 ** mean, "the NLL is in nats, so the perplexity is e^(mean NLL), not 2^(mean NLL)"),
+            (math.exp(min(total, 700.0)), "average over the tokens first: e^(total / n_tokens)"),
+            (math.exp(total / n_bytes), "perplexity is per token: divide by n_tokens, not n_bytes")))
+        _close_or_why(bpb, total / (ln2 * n_bytes), f"bits per byte for {what}", (
+            (total / n_bytes, "the NLL is in nats: divide by ln 2 to get bits"),
+            (total / (ln2 * n_tokens), "bits per byte divides the total bits by n_bytes, not by "
+                                       "n_tokens"),
+            (mean / ln2 / 8, "bits per byte is the total bits over the number of bytes, not the "
+                             "bits per token over 8")))
     return "PPL = e^(mean nats per token), BPB = total bits / bytes"
+
+
+def _close_or_why(got, want, what, mistakes):
+    """expect_close(got, want, what, rtol=1e-6), naming the mistake when ``got`` is one of
+    ``mistakes`` ((value, why) pairs)."""
+    try:
+        expect_close(got, want, what, rtol=1e-6)
+    except CheckFailure as failure:
+        try:
+            got = float(got)
+        except (TypeError, ValueError, RuntimeError):
+            raise failure from None
+        why = next((why for value, why in mistakes if value != want and
+                    math.isclose(got, value, rel_tol=1e-6)), None)
+        raise CheckFailure(str(failure) + (f" ({why})" if why else "")) from None
 
 
 def _rows_without_ties(B, V, seed):
@@ -55,7 +87,8 @@ def _rows_without_ties(B, V, seed):
                         for _ in range(B)])
 
 
-@exercise("ch14-top-k")
+@exercise("ch14-top-k", forbid=("mathref.gpt.sample_next", "mathref.gpt.generate"),
+          because="mask everything below the k-th largest logit yourself (torch.topk is allowed)")
 def check_ch14_top_k(top_k_filter):
     """top_k_filter(logits [B, V], k): the k largest of each row kept, the rest −inf."""
     expect_callable(top_k_filter, "top_k_filter(logits, k)")
@@ -93,23 +126,43 @@ def _nucleus(probs, top_p):
     return out / out.sum(-1, keepdim=True)
 
 
-@exercise("ch14-top-p")
+@exercise("ch14-top-p", forbid=("mathref.gpt.sample_next", "mathref.gpt.generate"),
+          because="sort, accumulate and cut the nucleus yourself")
 def check_ch14_top_p(top_p_probs):
     """top_p_probs(probs [B, V], top_p): smallest most-likely set reaching top_p, renormalized."""
     expect_callable(top_p_probs, "top_p_probs(probs, top_p)")
     base = torch.tensor([[0.05, 0.4, 0.1, 0.3, 0.15],     # unsorted on purpose
                          [0.7, 0.1, 0.08, 0.07, 0.05],
                          [0.22, 0.18, 0.2, 0.21, 0.19]], dtype=torch.float64)
-    for top_p in (0.65, 0.5, 0.9, 0.3, 1.0):
-        got = top_p_probs(base.clone(), top_p)
-        want = _nucleus(base, top_p)
-        expect(isinstance(got, torch.Tensor) and got.shape == base.shape,
-               f"expected a tensor of shape {tuple(base.shape)}")
-        for row in range(base.shape[0]):
-            expect(torch.allclose(got[row].double(), want[row], atol=1e-9),
-                   f"top_p={top_p}, probs {base[row].tolist()}: expected "
-                   f"{[round(v, 4) for v in want[row].tolist()]}, got "
-                   f"{[round(v, 4) for v in got[row].double().tolist()]}")
+    # powers of two: the mass above the third token is exactly 0.75 = top_p, so the cut
+    # `before >= top_p` (keep 0.5 and 0.25) and `before > top_p` (keep a 0.125 too) differ
+    exact = torch.tensor([[0.125, 0.5, 0.125, 0.25, 0.0]], dtype=torch.float64)
+    cases = [(base, top_p) for top_p in (0.65, 0.5, 0.9, 0.3, 1.0)] + [(exact, 0.75), (exact, 0.5)]
+    for probs, top_p in cases:
+        got = top_p_probs(probs.clone(), top_p)
+        want = _nucleus(probs, top_p)
+        expect(isinstance(got, torch.Tensor) and got.shape == probs.shape,
+               f"expected a tensor of shape {tuple(probs.shape)}")
+        for row in range(probs.shape[0]):
+            if torch.allclose(got[row].double(), want[row], atol=1e-9):
+                continue
+            kept, kept_want = int((got[row] > 0).sum()), int((want[row] > 0).sum())
+            hint = ""
+            if kept > kept_want and probs is exact:
+                hint = (" (here the tokens ranked above one token have mass exactly top_p: "
+                        "the set reaches top_p without it, so it is dropped; keep a token only "
+                        "while the mass ranked above it is < top_p)")
+            elif kept > kept_want:
+                hint = " (you keep too many tokens: the smallest set reaching top_p is enough)"
+            elif kept < kept_want:
+                hint = (" (you keep too few tokens: the token whose probability makes the mass "
+                        "reach top_p belongs to the nucleus)")
+            elif abs(float(got[row].sum()) - 1) > 1e-9:
+                hint = " (renormalize the kept probabilities so that they sum to 1)"
+            raise CheckFailure(
+                f"top_p={top_p}, probs {probs[row].tolist()}: expected "
+                f"{[round(v, 4) for v in want[row].tolist()]}, got "
+                f"{[round(v, 4) for v in got[row].double().tolist()]}{hint}")
     return "nucleus kept in the original order and renormalized"
 
 
@@ -122,7 +175,18 @@ def _rope_half(x, positions, base=10000.0):
     return torch.cat([z.real, z.imag], dim=-1)
 
 
-@exercise("ch14-rope-decode-step")
+def _rope_adjacent(x, positions, base=10000.0):
+    """The same rotation with adjacent pairs (x_0, x_1), (x_2, x_3), …: the other layout."""
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)
+    angle = positions.to(torch.float64)[:, None] * theta
+    z = torch.complex(x[..., 0::2], x[..., 1::2]) * torch.polar(torch.ones_like(angle), angle)
+    return torch.stack([z.real, z.imag], dim=-1).flatten(-2)
+
+
+@exercise("ch14-rope-decode-step", forbid=ATTENTION_CALLS,
+          because="write the attention step (scores, softmax, weighted values) yourself; "
+                  "mathref.positions.apply_rope is allowed")
 def check_ch14_rope_decode_step(rope_decode_step):
     """rope_decode_step(q_new, k_new, v_new, k_cache, v_cache) → (out, k_cache, v_cache)."""
     expect_callable(rope_decode_step, "rope_decode_step(q_new, k_new, v_new, k_cache, v_cache)")
@@ -150,13 +214,26 @@ def check_ch14_rope_decode_step(rope_decode_step):
             expect(torch.allclose(v_cache, v[:, :, :t + 1], atol=1e-12),
                    f"after position {t} {where}, v_cache must hold the values of positions 0…{t} "
                    "unrotated, in order")
+            # 1e-6: angles computed in float32 (10000 ** (-arange(0, d, 2) / d)) are right to
+            # about 1e-9 here; every wrong position, pairing or sign is off by O(1)
             err = float((k_cache - k_rot[:, :, :t + 1]).abs().max())
-            expect(err < 1e-9, f"after position {t} {where}, k_cache must hold the keys rotated at "
-                               f"their own positions 0…{t}; max error {err:.3g} (the new key is at "
-                               f"position S = {t})")
+            adjacent = float((k_cache[:, :, -1:] - _rope_adjacent(k[:, :, t:t + 1], pos[t:t + 1]))
+                             .abs().max())
+            expect(err < 1e-6, f"after position {t} {where}, k_cache must hold the keys rotated at "
+                               f"their own positions 0…{t}; max error {err:.3g} "
+                               + ("(you rotated adjacent pairs (x_0, x_1), …: the course's layout "
+                                  "pairs x_i with x_(i+d/2))" if adjacent < 1e-6 else
+                                  f"(the new key is at position S = {t})"))
             expect(tuple(out.shape) == (B, H, 1, d),
                    f"out must be [B, H, 1, d_k] = {[B, H, 1, d]}, got {list(out.shape)}")
             err = float((out - full[:, :, t:t + 1]).abs().max())
-            expect(err < 1e-9, f"the output at position {t} {where} must equal full causal attention "
-                               f"with RoPE; max error {err:.3g}")
+            if err >= 1e-6:
+                mistakes = ((q[:, :, t:t + 1], math.sqrt(d), "rotate the query too, at position S"),
+                            (q_rot[:, :, t:t + 1], 1.0, "scale the scores by 1/√d_k"))
+                why = next((why for q_t, scale, why in mistakes if torch.allclose(
+                    out, torch.softmax(q_t @ k_rot[:, :, :t + 1].transpose(-2, -1) / scale, dim=-1)
+                    @ v[:, :, :t + 1], rtol=1e-9, atol=1e-12)), None)
+                raise CheckFailure(f"the output at position {t} {where} must equal full causal "
+                                   f"attention with RoPE; max error {err:.3g}"
+                                   + (f" ({why})" if why else ""))
     return "query and key rotated at position S, key and value appended, attention over all S + 1 keys"

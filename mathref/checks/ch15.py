@@ -1,14 +1,37 @@
 """Checkers for chapter 15: efficient attention and scaling."""
 import math
 
-from mathref.checks.core import exercise, expect, expect_callable, expect_close
+from mathref.checks.ch13 import ATTENTION_CALLS
+from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, expect_close
 
 __all__ = ["check_ch15_kv_cache_bytes", "check_ch15_crossover_length",
            "check_ch15_flops_per_token", "check_ch15_merge_softmax_states",
            "check_ch15_loss_scale_update", "check_ch15_flash_tile_step"]
 
 
-@exercise("ch15-kv-cache-bytes")
+# Merging two log-normalizers in log space is the rescaling these exercises ask for
+LOG_SUM_EXP_CALLS = ("torch.logaddexp", "torch.Tensor.logaddexp", "torch.logsumexp",
+                     "torch.Tensor.logsumexp", "torch.special.logsumexp",
+                     "mathref.losses.logsumexp")
+
+
+def _close_or_why(got, want, what, mistakes, rtol):
+    """expect_close(got, want, what, rtol), naming the mistake when ``got`` is one of
+    ``mistakes`` ((value, why) pairs)."""
+    try:
+        expect_close(got, want, what, rtol=rtol, atol=0)
+    except CheckFailure as failure:
+        try:
+            got = float(got)
+        except (TypeError, ValueError, RuntimeError):
+            raise failure from None
+        why = next((why for value, why in mistakes
+                    if value != want and math.isclose(got, value, rel_tol=rtol)), None)
+        raise CheckFailure(str(failure) + (f" ({why})" if why else "")) from None
+
+
+@exercise("ch15-kv-cache-bytes", forbid=("mathref.efficient.kv_cache_bytes",),
+          because="the statement asks for the formula, written out")
 def check_ch15_kv_cache_bytes(kv_cache_size):
     """kv_cache_size(n_layers, batch, n_kv_heads, seq_len, d_head, bytes_per_element)."""
     expect_callable(kv_cache_size, "kv_cache_size(n_layers, batch, n_kv_heads, seq_len, d_head, "
@@ -19,37 +42,60 @@ def check_ch15_kv_cache_bytes(kv_cache_size):
              ((1, 1, 1, 1, 1, 1), 2), ((3, 5, 2, 7, 6, 1), 2 * 3 * 5 * 2 * 7 * 6)]
     for args, want in cases:
         got = kv_cache_size(*args)
-        expect_close(got, want, f"kv_cache_size{args}", rtol=1e-12, atol=0)
+        _close_or_why(got, want, f"kv_cache_size{args}", (
+            (want / 2, "the cache holds keys and values: a factor 2"),
+            (want * 8, "count bytes, not bits"),
+            (want / args[1], "every sequence of the batch has its own cache: multiply by batch")),
+            rtol=1e-12)
     return "2 · L · B · H_kv · T · d_head · bytes: keys and values of every layer"
 
 
-@exercise("ch15-crossover-length")
+@exercise("ch15-crossover-length",
+          forbid=("mathref.efficient.layer_flops", "mathref.efficient.attention_flops",
+                  "mathref.transformer.block_flops"),
+          because="solve the FLOP balance for T yourself")
 def check_ch15_crossover_length(crossover_length):
     """crossover_length(d, d_ff): the T at which attention's 4T²d FLOPs equal the matrices'
     8Td² + 4T·d·d_ff, i.e. T* = 2d + d_ff (6d when d_ff = 4d)."""
     expect_callable(crossover_length, "crossover_length(d, d_ff)")
     for d, d_ff in ((768, 3072), (128, 512), (4096, 11008), (64, 64), (1000, 1)):
         got = crossover_length(d, d_ff)
-        expect_close(got, 2 * d + d_ff, f"crossover_length(d={d}, d_ff={d_ff})", rtol=1e-9)
+        _close_or_why(got, 2 * d + d_ff, f"crossover_length(d={d}, d_ff={d_ff})", (
+            (6 * d, "that is 6d, the answer only when d_ff = 4d: keep d_ff in the balance"),
+            (4 * d + 2 * d_ff, "count both sides in FLOPs, 2 per multiply–add: attention's two "
+                               "T × T × d products cost 4T²d"),
+            (d_ff, "the four projections W_Q, W_K, W_V, W_O count too, not only the FFN")),
+            rtol=1e-9)
         T = float(got)
         expect_close(4 * T * T * d, 8 * T * d * d + 4 * T * d * d_ff,
                      f"attention vs matrices at your T for d={d}", rtol=1e-9)
     return "T* = 2d + d_ff, so 6d for the standard d_ff = 4d"
 
 
-@exercise("ch15-flops-per-token")
+@exercise("ch15-flops-per-token",
+          forbid=("mathref.gpt.GPT.flops_per_token", "mathref.gpt.GPT.mfu"),
+          because="count the forward and backward FLOPs yourself")
 def check_ch15_flops_per_token(flops_per_token):
     """flops_per_token(n_params, n_layer, d_model, T) = 6N + 12·L·d·T."""
     expect_callable(flops_per_token, "flops_per_token(n_params, n_layer, d_model, T)")
     cases = [(85_000_000, 12, 768, 1024), (801_664, 4, 128, 64), (1, 1, 1, 1),
              (7_000_000_000, 32, 4096, 4096), (1000, 2, 10, 0)]
     for N, L, d, T in cases:
-        expect_close(flops_per_token(N, L, d, T), 6 * N + 12 * L * d * T,
-                     f"flops_per_token(N={N}, L={L}, d={d}, T={T})", rtol=1e-12)
+        forward = 2 * N + 4 * L * d * T
+        _close_or_why(flops_per_token(N, L, d, T), 3 * forward,
+                      f"flops_per_token(N={N}, L={L}, d={d}, T={T})", (
+                          (forward, "training runs the backward pass too, which costs twice the "
+                                    "forward: 3 × the forward in all"),
+                          (6 * N, "the attention term is missing: the scores and the weighted "
+                                  "values cost FLOPs that grow with T"),
+                          (6 * N + 4 * L * d * T, "the attention term needs its backward pass "
+                                                  "too: 3 × its forward")),
+                      rtol=1e-12)
     return "forward 2N + 4LdT, backward twice that"
 
 
-@exercise("ch15-merge-softmax-states")
+@exercise("ch15-merge-softmax-states", forbid=LOG_SUM_EXP_CALLS,
+          because="rescale both states to the common maximum yourself, with e^(m_a − m)")
 def check_ch15_merge_softmax_states(merge_softmax_states):
     """merge_softmax_states(m1, l1, acc1, m2, l2, acc2) → (m, l, acc) for two parts of a row."""
     import torch
@@ -67,16 +113,28 @@ def check_ch15_merge_softmax_states(merge_softmax_states):
         v = torch.randn(n1 + n2, 3, generator=g, dtype=torch.float64)
         if spread == 300.0:
             s[n1:] += 2000.0     # the second block's max is far above the first's
-        m, l, acc = merge_softmax_states(*state(s[:n1], v[:n1]), *state(s[n1:], v[n1:]))
+        (m1, l1, acc1), (m2, l2, acc2) = state(s[:n1], v[:n1]), state(s[n1:], v[n1:])
+        m, l, acc = merge_softmax_states(m1, l1, acc1, m2, l2, acc2)
         m, l, acc = (torch.as_tensor(t, dtype=torch.float64) for t in (m, l, acc))
         expect_close(m, float(s.max()), f"merged max m for a split {n1}+{n2}", rtol=1e-12)
-        expect_close(l, float(torch.exp(s - s.max()).sum()),
-                     f"merged sum l = Σ exp(s − m) for a split {n1}+{n2}", rtol=1e-9)
+        m_all = torch.maximum(m1, m2)
+        up1, up2 = torch.exp(m_all - m1), torch.exp(m_all - m2)      # the factors upside down
+        _close_or_why(l, float(torch.exp(s - s.max()).sum()),
+                      f"merged sum l = Σ exp(s − m) for a split {n1}+{n2}", (
+                          (float(l1 + l2), "rescale each part's sum by e^(m_a − m) before "
+                                           "adding: they were computed with different maxima"),
+                          (float(up1 * l1 + up2 * l2), "the factor is e^(m_a − m), at most 1: "
+                                                       "part a was computed with its own max "
+                                                       "m_a ≤ m")),
+                      rtol=1e-9)
         expect(acc.shape == (3,), f"acc must keep the shape of acc1 (3,), got {tuple(acc.shape)}")
         want = torch.softmax(s, 0) @ v
         err = float((acc / l - want).abs().max())
+        same_as_sum = acc.shape == acc1.shape and torch.allclose(acc, acc1 + acc2, rtol=1e-9)
         expect(math.isfinite(err) and err < 1e-9,
-               f"acc / l must equal softmax(s) @ v for a split {n1}+{n2}; max error {err:.3g}")
+               f"acc / l must equal softmax(s) @ v for a split {n1}+{n2}; max error {err:.3g}"
+               + (" (rescale acc₁ and acc₂ by the same factors e^(m_a − m) as the sums)"
+                  if same_as_sum else ""))
     return "both partial states rescaled to the common max, then added"
 
 
@@ -89,7 +147,10 @@ def _scale_rule(scale, good_steps, found_inf, growth_interval):
     return scale, good_steps
 
 
-@exercise("ch15-loss-scale-update")
+@exercise("ch15-loss-scale-update",
+          forbid=("mathref.efficient.DynamicLossScaler.update", "torch.amp.GradScaler.update",
+                  "torch._amp_update_scale_", "torch.ops.aten._amp_update_scale_"),
+          because="write the update rule yourself")
 def check_ch15_loss_scale_update(update_scale):
     """update_scale(scale, good_steps, found_inf, growth_interval) → (scale, good_steps)."""
     expect_callable(update_scale, "update_scale(scale, good_steps, found_inf, growth_interval)")
@@ -112,7 +173,10 @@ def check_ch15_loss_scale_update(update_scale):
     return "halve and reset on overflow; double after growth_interval clean steps"
 
 
-@exercise("ch15-flash-tile-step")
+@exercise("ch15-flash-tile-step",
+          forbid=ATTENTION_CALLS + LOG_SUM_EXP_CALLS + ("mathref.efficient.online_softmax",),
+          because="compute the tile's scores and rescale the running state yourself, with "
+                  "e^(m − m')")
 def check_ch15_flash_tile_step(flash_tile_step):
     """flash_tile_step(q, k_tile, v_tile, m, l, acc) → (m, l, acc) after one key/value tile."""
     import torch
@@ -131,6 +195,7 @@ def check_ch15_flash_tile_step(flash_tile_step):
         l = torch.zeros(T_q, dtype=torch.float64)
         acc = torch.zeros(T_q, d, dtype=torch.float64)
         where = f"(B_q={T_q}, T={T}, d={d}, tiles of {b_k}{', scores near 1000' if shift else ''})"
+        m_before, l_before, acc_before = m, l, acc
         for start in range(0, T, b_k):
             got = flash_tile_step(q, k[start:start + b_k], v[start:start + b_k], m, l, acc)
             expect(isinstance(got, tuple) and len(got) == 3,
@@ -141,14 +206,43 @@ def check_ch15_flash_tile_step(flash_tile_step):
                    f"{list(m.shape)}, {list(l.shape)}, {list(acc.shape)}")
             seen = scores[:, :start + b_k]
             m_want = seen.max(dim=-1).values
-            expect(torch.allclose(m, m_want, rtol=1e-12, atol=1e-12),
-                   f"after the tile starting at key {start} {where}, m must be the running row max "
-                   f"of the scores q kᵀ/√d; max error {float((m - m_want).abs().max()):.3g}")
+            if not torch.allclose(m, m_want, rtol=1e-12, atol=1e-12):
+                unscaled = (q @ k[:start + b_k].T).max(dim=-1).values
+                tile_only = scores[:, start:start + b_k].max(dim=-1).values
+                why = (" (scale the scores by 1/√d)" if torch.allclose(m, unscaled) else
+                       " (m is the running maximum: the larger of m and this tile's maximum)"
+                       if torch.allclose(m, tile_only) else "")
+                raise CheckFailure(
+                    f"after the tile starting at key {start} {where}, m must be the running row "
+                    f"max of the scores q kᵀ/√d; max error "
+                    f"{float((m - m_want).abs().max()):.3g}{why}")
             l_want = torch.exp(seen - m_want[:, None]).sum(dim=-1)
             err = float((l - l_want).abs().max() / l_want.abs().max())
-            expect(math.isfinite(err) and err < 1e-9,
-                   f"after the tile starting at key {start} {where}, l must be Σ exp(s − m) over the "
-                   f"keys seen so far; relative error {err:.3g}")
+            if not (math.isfinite(err) and err < 1e-9):
+                new = scores[:, start:start + b_k]
+                flipped = (l_before * torch.exp(m_want - m_before).nan_to_num(0.0, posinf=0.0)
+                           + torch.exp(new - m_want[:, None]).sum(dim=-1))
+                no_max = torch.exp(seen).sum(dim=-1)
+                why = ""
+                if start and torch.allclose(l, flipped, rtol=1e-9):
+                    why = " (the old sum is rescaled by e^(m − m'), at most 1, not by e^(m' − m))"
+                elif not torch.isfinite(l).all() or torch.allclose(l, no_max, rtol=1e-9):
+                    why = (" (subtract the running maximum before exponentiating: ℓ is "
+                           "Σ exp(s − m), and e^s alone overflows for large scores)")
+                raise CheckFailure(
+                    f"after the tile starting at key {start} {where}, l must be Σ exp(s − m) over "
+                    f"the keys seen so far; relative error {err:.3g}{why}")
+            acc_want = torch.exp(seen - m_want[:, None]) @ v[:start + b_k]
+            err = float((acc - acc_want).abs().max() / acc_want.abs().max())
+            if not (math.isfinite(err) and err < 1e-9):
+                new = scores[:, start:start + b_k]
+                tile = torch.exp(new - m_want[:, None]) @ v[start:start + b_k]
+                why = (" (rescale the old acc by e^(m − m'), as ℓ)"
+                       if start and torch.allclose(acc, acc_before + tile, rtol=1e-9) else "")
+                raise CheckFailure(
+                    f"after the tile starting at key {start} {where}, acc must be "
+                    f"Σ exp(s − m) v over the keys seen so far; relative error {err:.3g}{why}")
+            m_before, l_before, acc_before = m, l, acc
         want = torch.softmax(scores, dim=-1) @ v
         err = float((acc / l[:, None] - want).abs().max())
         expect(math.isfinite(err) and err < 1e-9,

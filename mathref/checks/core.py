@@ -146,6 +146,8 @@ _AUTOGRAD_MESSAGE = ("this exercise asks for the gradient by hand, without autog
 # others (2.9) quietly return wrong numbers, so they are refused by name, like backward.
 _FUNC_TRANSFORMS = ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
                     "linearize")
+# torch.autograd.functional likewise quietly returns zeros under inference mode
+_FUNCTIONAL = ("vjp", "jvp", "jacobian", "hessian", "vhp", "hvp")
 
 
 def without_autograd(answer):
@@ -163,13 +165,15 @@ def without_autograd(answer):
     @functools.wraps(answer)
     def call(*args, **kwargs):
         saved = (torch.Tensor.backward, torch.autograd.grad, torch.autograd.backward)
-        saved_func = {name: getattr(torch.func, name) for name in _FUNC_TRANSFORMS
+        saved_func = {(torch.func, name): getattr(torch.func, name) for name in _FUNC_TRANSFORMS
                       if hasattr(torch.func, name)}
+        saved_func.update({(torch.autograd.functional, name):
+                           getattr(torch.autograd.functional, name) for name in _FUNCTIONAL})
         torch.Tensor.backward = refuse("Tensor.backward")
         torch.autograd.grad = refuse("torch.autograd.grad")
         torch.autograd.backward = refuse("torch.autograd.backward")
-        for name in saved_func:
-            setattr(torch.func, name, refuse(f"torch.func.{name}"))
+        for owner, name in saved_func:
+            setattr(owner, name, refuse(f"{owner.__name__}.{name}"))
         try:
             with torch.inference_mode():
                 return answer(*args, **kwargs)
@@ -179,8 +183,8 @@ def without_autograd(answer):
             raise
         finally:
             torch.Tensor.backward, torch.autograd.grad, torch.autograd.backward = saved
-            for name, transform in saved_func.items():
-                setattr(torch.func, name, transform)
+            for (owner, name), transform in saved_func.items():
+                setattr(owner, name, transform)
     return call
 
 
@@ -265,6 +269,38 @@ class _AtenOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def _composite(packet):
+    """Whether an aten operator decomposes into others before any dispatch mode sees it."""
+    try:
+        return any(torch._C._dispatch_has_kernel_for_dispatch_key(
+            getattr(packet, overload).name(), "CompositeImplicitAutograd")
+            for overload in packet.overloads())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class _refusing:
+    """Stands in for a forbidden ``torch.ops`` operator (and each of its overloads) while a rule
+    holds: a call from outside torch is refused; torch's own code (a lazy import registering
+    operators, a decomposition) still gets the real operator and its attributes."""
+
+    def __init__(self, forbidden_name, op):
+        self._forbidden_name, self._op = forbidden_name, op
+
+    def __call__(self, *args, **kwargs):
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller == "torch" or caller.startswith("torch."):
+            return self._op(*args, **kwargs)
+        _hit(self._forbidden_name)
+        raise PermissionError(_SENTINEL, self._forbidden_name)
+
+    def __getattr__(self, attr):      # torch.ops.aten.dropout.default: refused as well
+        value = getattr(self._op, attr)
+        if isinstance(value, torch._ops.OpOverload):
+            return _refusing(self._forbidden_name, value)
+        return value
+
+
 def _hit(name):
     if ACTIVE:
         ACTIVE[-1].hits.append(name)
@@ -281,7 +317,7 @@ class Forbidden:
     def __init__(self, names, label="this exercise", because="this exercise asks you to write it "
                  "yourself"):
         self.names, self.label, self.because = tuple(names), label, because
-        self.hits, self._saved, self._modes = [], [], []
+        self.hits, self._saved, self._modes, self._attrs = [], [], [], []
 
     def __enter__(self):
         self.hits = []
@@ -291,7 +327,17 @@ class Forbidden:
             if obj is None:
                 continue
             if name.startswith("torch.ops."):
-                aten[getattr(obj, "overloadpacket", obj)] = name
+                packet = getattr(obj, "overloadpacket", obj)
+                aten[packet] = name
+                # a composite op called directly (torch.ops.aten.dropout) decomposes before
+                # either mode sees it: while the rule holds, its name refuses (only such ops:
+                # torch's own Python code calls others by name, and the dispatch mode sees them)
+                namespace = _resolve(name.rsplit(".", 1)[0])
+                attr = name.rsplit(".", 1)[1]
+                if namespace is not None and getattr(namespace, attr, None) is obj \
+                        and _composite(packet):
+                    self._attrs.append((namespace, attr, obj))
+                    setattr(namespace, attr, _refusing(name, obj))
             elif inspect.isfunction(obj) and not obj.__module__.startswith("torch._"):
                 if obj.__code__.co_name != name:      # not already refused by an outer rule
                     self._saved.append((obj, obj.__code__))
@@ -316,6 +362,9 @@ class Forbidden:
         for obj, code in reversed(self._saved):
             obj.__code__ = code
         self._saved = []
+        for namespace, attr, obj in reversed(self._attrs):
+            setattr(namespace, attr, obj)
+        self._attrs = []
         if ACTIVE and ACTIVE[-1] is self:
             ACTIVE.pop()
         if self.hits:

@@ -190,6 +190,7 @@ class Endpoint:
         self.rfd, self.wfd = rfd, wfd
         self.serve_private = serve_private
         self.objects = {}        # id -> a local object the other side holds a handle to
+        self.sent = {}           # id(object) -> the ids it was sent under (see encode)
         self.handles = {}        # id -> Handle to an object of the other side
         self.next_id = 1
         self.deadline = None
@@ -246,9 +247,12 @@ class Endpoint:
                           for k, v in value.items()])
         if type(value) is range:
             return ("rg", value.start, value.stop, value.step)
-        ident = self.next_id
-        self.next_id += 1
-        self.objects[ident] = value
+        ident = next((i for i in self.sent.get(id(value), ()) if self.objects.get(i) is value), None)
+        if ident is None:   # the same object always gets the same handle: identity survives
+            ident = self.next_id
+            self.next_id += 1
+            self.objects[ident] = value
+            self.sent.setdefault(id(value), []).append(ident)
         name = getattr(value, "__name__", "") if callable(value) else ""
         return ("h", ident, bool(callable(value)), type(value).__name__[:60],
                 name if isinstance(name, str) else "")

@@ -89,6 +89,7 @@ def main(argv=None):
                 reply["value"] = endpoint.encode(None)
             elif op == "prepare":
                 endpoint.objects.clear()
+                endpoint.sent.clear()
                 endpoint.no_autograd = False
                 endpoint.forbid = ()
                 namespace = dict(base)

@@ -99,3 +99,149 @@ WRONG_ANSWERS = {
     "ch01-steps-to-tolerance": [steps_float_not_ceiled, steps_no_divergence_case,
                                 steps_off_by_one],
 }
+
+
+# Solutions written as a student would, calling what the exercise asks them to write (tests/test_shortcuts.py)
+SHORTCUTS = {
+    "ch01-central-difference": [
+        "from mathref.calculus import numerical_derivative\n\n"
+        "def central_difference(f, x, h):\n"
+        "    return numerical_derivative(f, x, h, method=\"central\")\n",
+        "import mathref.calculus as calc\n\n"
+        "def central_difference(f, x, h):\n"
+        "    return calc.numerical_derivative(f, x, h=h)\n",
+        "import torch\n"
+        "from mathref.calculus import numerical_gradient as grad_fd\n\n"
+        "def central_difference(f, x, h):\n"
+        "    t = torch.tensor([float(x)], dtype=torch.float64)\n"
+        "    return grad_fd(lambda v: f(v.item()), t, h=h).item()\n",
+    ],
+    "ch01-gradient-descent-loop": [
+        "from mathref.calculus import gradient_descent as gd\n\n"
+        "def gradient_descent_1d(df, x0, lr, steps):\n"
+        "    return gd(df, x0, lr, steps).tolist()\n",
+        "import torch\n\n"
+        "def gradient_descent_1d(df, x0, lr, steps):\n"
+        "    x = torch.tensor(float(x0), dtype=torch.float64, requires_grad=True)\n"
+        "    opt = torch.optim.SGD([x], lr=lr)\n"
+        "    xs = [x0]\n"
+        "    for _ in range(steps):\n"
+        "        x.grad = torch.tensor(df(x.item()), dtype=torch.float64)\n"
+        "        opt.step()\n"
+        "        xs.append(x.item())\n"
+        "    return xs\n",
+    ],
+    "ch01-steps-to-tolerance": [
+        "import math\n"
+        "import mathref\n\n"
+        "def steps_to_tolerance(x0, lr, tol):\n"
+        "    xs = mathref.calculus.gradient_descent(lambda x: 2 * x, x0, lr, 2000)\n"
+        "    hits = (xs.abs() <= tol).nonzero()\n"
+        "    return int(hits[0]) if len(hits) else math.inf\n",
+    ],
+    "ch01-best-constant-step": [
+        # a numerical search for the step: minimize ρ(η) by gradient descent with autograd
+        "import torch\n\n"
+        "def best_constant_step(H):\n"
+        "    lam = torch.linalg.eigvalsh(H)\n"
+        "    eta = torch.tensor(1.0 / lam[-1].item(), dtype=torch.float64, requires_grad=True)\n"
+        "    opt = torch.optim.SGD([eta], lr=1e-3)\n"
+        "    for _ in range(2000):\n"
+        "        opt.zero_grad()\n"
+        "        (1 - eta * lam).abs().max().backward()\n"
+        "        opt.step()\n"
+        "    return eta.item(), (1 - eta * lam).abs().max().item()\n",
+        # the same search with mathref's loop and a finite-difference slope
+        "import torch\n"
+        "from mathref.calculus import gradient_descent, numerical_derivative\n\n"
+        "def best_constant_step(H):\n"
+        "    lam = torch.linalg.eigvalsh(H).tolist()\n"
+        "    rho = lambda eta: max(abs(1 - eta * l) for l in lam)\n"
+        "    path = gradient_descent(lambda e: numerical_derivative(rho, float(e)), 1 / lam[-1],\n"
+        "                            1e-3, 2000)\n"
+        "    return path[-1].item(), rho(path[-1].item())\n",
+    ],
+}
+
+# Right answers in other forms than the reference solution: each must pass.
+RIGHT_ANSWERS = {
+    "ch01-central-difference": [
+        "def central_difference(f, x, h):\n"
+        "    return 0.5 * (f(x + h) - f(x - h)) / h\n",
+        # the mean of the forward and backward quotients is the central quotient
+        "def central_difference(f, x, h):\n"
+        "    forward = (f(x + h) - f(x)) / h\n"
+        "    backward = (f(x) - f(x - h)) / h\n"
+        "    return (forward + backward) / 2\n",
+    ],
+    "ch01-gradient-descent-loop": [
+        # a float64 tensor of iterates instead of a list
+        "import torch\n\n"
+        "def gradient_descent_1d(df, x0, lr, steps):\n"
+        "    xs = torch.empty(steps + 1, dtype=torch.float64)\n"
+        "    xs[0] = x0\n"
+        "    for k in range(steps):\n"
+        "        xs[k + 1] = xs[k] - lr * df(xs[k].item())\n"
+        "    return xs\n",
+        "def gradient_descent_1d(df, x0, lr, steps):\n"
+        "    x, xs = x0, [x0]\n"
+        "    while len(xs) <= steps:\n"
+        "        x -= lr * df(x)\n"
+        "        xs.append(x)\n"
+        "    return xs\n",
+    ],
+    "ch01-steps-to-tolerance": [
+        # float('inf') and a whole float are fine
+        "import math\n\n"
+        "def steps_to_tolerance(x0, lr, tol):\n"
+        "    r = abs(1 - 2 * lr)\n"
+        "    if abs(x0) <= tol:\n"
+        "        return 0\n"
+        "    if r == 0:\n"
+        "        return 1.0\n"
+        "    if r >= 1:\n"
+        "        return float('inf')\n"
+        "    return float(math.ceil((math.log(tol) - math.log(abs(x0))) / math.log(r)))\n",
+        # in torch: a 0-d tensor holding the count
+        "import math\n"
+        "import torch\n\n"
+        "def steps_to_tolerance(x0, lr, tol):\n"
+        "    r = torch.tensor(abs(1 - 2 * lr), dtype=torch.float64)\n"
+        "    if abs(x0) <= tol:\n"
+        "        return 0\n"
+        "    if r == 0:\n"
+        "        return 1\n"
+        "    if r >= 1:\n"
+        "        return math.inf\n"
+        "    return torch.ceil(torch.log(torch.tensor(tol / abs(x0), dtype=torch.float64)) / torch.log(r)).long()\n",
+    ],
+    "ch01-best-constant-step": [
+        # singular values of a symmetric positive definite H are its eigenvalues (descending)
+        "import torch\n\n"
+        "def best_constant_step(H):\n"
+        "    s = torch.linalg.svdvals(H)\n"
+        "    hi, lo = s[0], s[-1]\n"
+        "    return 2 / (lo + hi), (hi - lo) / (hi + lo)\n",
+        # through the condition number κ = λ_max/λ_min
+        "import torch\n\n"
+        "def best_constant_step(H):\n"
+        "    lam = torch.linalg.eigvalsh(H)\n"
+        "    kappa = (lam[-1] / lam[0]).item()\n"
+        "    return 2.0 / (lam[0].item() + lam[-1].item()), (kappa - 1) / (kappa + 1)\n",
+    ],
+}
+
+
+# The same shortcuts as functions: each must fail its checker (they are in WRONG_ANSWERS too).
+def central_by_mathref(f, x, h):
+    from mathref.calculus import numerical_derivative
+    return numerical_derivative(f, x, h)
+
+
+def gd_by_mathref(df, x0, lr, steps):
+    from mathref.calculus import gradient_descent
+    return gradient_descent(df, x0, lr, steps).tolist()
+
+
+WRONG_ANSWERS["ch01-central-difference"].append(central_by_mathref)
+WRONG_ANSWERS["ch01-gradient-descent-loop"].append(gd_by_mathref)

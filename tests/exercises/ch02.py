@@ -93,3 +93,174 @@ WRONG_ANSWERS = {
     "ch02-max-stable-lr": [lr_without_bias_column, lr_sse_curvature, lr_one_over_lambda,
                            lr_smallest_eigenvalue],
 }
+
+
+# The issue's accepted wrong answers: XᵀX formed in float64, where the statement asks for
+# lstsq on the design matrix in X's dtype; and the one-line mathref calls.
+def normal_equations_in_float64(X, y):
+    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1).double()
+    theta = torch.linalg.solve(Xt.T @ Xt, Xt.T @ y.double()).to(X.dtype)
+    return theta[:-1], theta[-1]
+
+
+def normal_equations_lstsq_in_float64(X, y):   # XᵀX handed to lstsq: no forbidden solver
+    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1).double()
+    theta = torch.linalg.lstsq(Xt.T @ Xt, (Xt.T @ y.double()).unsqueeze(1)).solution[:, 0]
+    return theta[:-1], theta[-1]
+
+
+def lstsq_upcast_to_float64(X, y):
+    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1).double()
+    theta = torch.linalg.lstsq(Xt, y.double().unsqueeze(1)).solution[:, 0]
+    return theta[:-1], theta[-1]
+
+
+def least_squares_by_mathref(X, y):
+    from mathref.linear_regression import fit_least_squares
+    return fit_least_squares(X, y)
+
+
+def mse_gradient_by_mathref(X, W, b, Y):
+    import mathref.linear_regression as linreg
+    return linreg.mse_gradient(X, W, b, Y)
+
+
+def max_lr_by_mathref(X):
+    from mathref.linear_regression import mse_hessian
+    return 2.0 / torch.linalg.eigvalsh(mse_hessian(X)).max().item()
+
+
+WRONG_ANSWERS["ch02-least-squares"] += [normal_equations_in_float64,
+                                        normal_equations_lstsq_in_float64,
+                                        lstsq_upcast_to_float64, least_squares_by_mathref]
+WRONG_ANSWERS["ch02-mse-gradient"].append(mse_gradient_by_mathref)
+WRONG_ANSWERS["ch02-max-stable-lr"].append(max_lr_by_mathref)
+
+
+def max_lr_by_autograd_hessian(X):
+    N = X.shape[0]
+    y = torch.zeros(N, dtype=X.dtype)
+    loss = lambda theta: ((X @ theta[:-1] + theta[-1] - y) ** 2).mean()
+    H = torch.func.hessian(loss)(torch.zeros(X.shape[1] + 1, dtype=X.dtype))
+    return 2.0 / torch.linalg.eigvalsh(H).max().item()
+
+
+AUTOGRAD_CHEATS["ch02-max-stable-lr"] = [max_lr_by_autograd_hessian]
+
+
+# Solutions written as a student would, calling what the exercise asks them to write (tests/test_shortcuts.py)
+SHORTCUTS = {
+    "ch02-steepest-descent": [
+        "import torch.nn.functional as F\n\n"
+        "def steepest_descent_direction(grad):\n"
+        "    return F.normalize(-grad.flatten(), dim=0).view_as(grad)\n",
+        "from torch.nn.functional import normalize as unit\n\n"
+        "def steepest_descent_direction(grad):\n"
+        "    return -unit(grad.reshape(1, -1)).reshape(grad.shape)\n",
+    ],
+    "ch02-mse-gradient": [
+        "import mathref.linear_regression as linreg\n\n"
+        "def mse_gradient(X, W, b, Y):\n"
+        "    return linreg.mse_gradient(X, W, b, Y)\n",
+        "from mathref.linear_regression import mse_gradient as reference\n\n"
+        "def mse_gradient(X, W, b, Y):\n"
+        "    gW, gb = reference(X, W, b, Y)\n"
+        "    return gW.clone(), gb.clone()\n",
+        # finite differences of the loss, which are exact on a quadratic
+        "import torch.nn.functional as F\n"
+        "from mathref.calculus import numerical_gradient\n\n"
+        "def mse_gradient(X, W, b, Y):\n"
+        "    m = Y.shape[1]\n"
+        "    loss_W = lambda V: F.mse_loss(X @ V + b, Y) * m\n"
+        "    loss_b = lambda c: F.mse_loss(X @ W + c, Y) * m\n"
+        "    return numerical_gradient(loss_W, W), numerical_gradient(loss_b, b)\n",
+        # autograd, which the statement rules out
+        "import torch\n\n"
+        "def mse_gradient(X, W, b, Y):\n"
+        "    loss = lambda W, b: ((X @ W + b - Y) ** 2).sum() / X.shape[0]\n"
+        "    return torch.func.grad(loss, argnums=(0, 1))(W, b)\n",
+    ],
+    "ch02-least-squares": [
+        "from mathref import linear_regression as linreg\n\n"
+        "def solve_least_squares(X, y):\n"
+        "    return linreg.fit_least_squares(X, y)\n",
+        # the normal equations, formed in float64 so that float32's loss of digits is hidden
+        "import torch\n\n"
+        "def solve_least_squares(X, y):\n"
+        "    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1).double()\n"
+        "    theta = torch.linalg.solve(Xt.T @ Xt, Xt.T @ y.double()).to(X.dtype)\n"
+        "    return theta[:-1], theta[-1]\n",
+        "import torch\n\n"
+        "def solve_least_squares(X, y):\n"
+        "    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1).double()\n"
+        "    theta = (Xt.T @ Xt).inverse() @ (Xt.T @ y.double())\n"
+        "    return theta[:-1].to(X.dtype), theta[-1].to(X.dtype)\n",
+    ],
+    "ch02-max-stable-lr": [
+        "import torch\n"
+        "from mathref.linear_regression import mse_hessian\n\n"
+        "def max_stable_lr(X):\n"
+        "    return 2.0 / torch.linalg.eigvalsh(mse_hessian(X)).max().item()\n",
+        # the Hessian from autograd instead of derived
+        "import torch\n\n"
+        "def max_stable_lr(X):\n"
+        "    y = torch.zeros(X.shape[0], dtype=X.dtype)\n"
+        "    loss = lambda w, b: ((X @ w + b - y) ** 2).mean()\n"
+        "    w0, b0 = torch.zeros(X.shape[1], dtype=X.dtype), torch.zeros((), dtype=X.dtype)\n"
+        "    Hww, Hwb = torch.autograd.functional.hessian(loss, (w0, b0))[0]\n"
+        "    Hbw, Hbb = torch.autograd.functional.hessian(loss, (w0, b0))[1]\n"
+        "    H = torch.cat([torch.cat([Hww, Hwb[:, None]], 1), torch.cat([Hbw[None], Hbb.reshape(1, 1)], 1)])\n"
+        "    return 2.0 / torch.linalg.eigvalsh(H).max().item()\n",
+    ],
+}
+
+# Right answers in other forms than the reference solution: each must pass.
+RIGHT_ANSWERS = {
+    "ch02-steepest-descent": [
+        "import torch\n\n"
+        "def steepest_descent_direction(grad):\n"
+        "    return -grad / torch.linalg.vector_norm(grad)\n",
+        "import torch\n\n"
+        "def steepest_descent_direction(grad):\n"
+        "    return grad.neg() * torch.rsqrt((grad ** 2).sum())\n",
+    ],
+    "ch02-mse-gradient": [
+        "import torch\n\n"
+        "def mse_gradient(X, W, b, Y):\n"
+        "    R = torch.addmm(b - Y, X, W)          # XW + b − Y\n"
+        "    return 2 * torch.einsum('nd,nm->dm', X, R) / len(X), 2 * R.mean(dim=0)\n",
+    ],
+    "ch02-least-squares": [
+        # QR of the design matrix, then a triangular solve: never forms XᵀX
+        "import torch\n\n"
+        "def solve_least_squares(X, y):\n"
+        "    Xt = torch.cat([X, torch.ones(len(X), 1, dtype=X.dtype)], dim=1)\n"
+        "    Q, R = torch.linalg.qr(Xt)\n"
+        "    theta = torch.linalg.solve_triangular(R, (Q.T @ y)[:, None], upper=True)[:, 0]\n"
+        "    return theta[:-1], theta[-1]\n",
+        # the pseudo-inverse of the design matrix (SVD), and mathref's design_matrix helper
+        "import torch\n"
+        "from mathref.linear_regression import design_matrix\n\n"
+        "def solve_least_squares(X, y):\n"
+        "    theta = torch.linalg.pinv(design_matrix(X)) @ y\n"
+        "    return theta[:-1], theta[-1]\n",
+        # lstsq with a 1-D right-hand side and the SVD driver
+        "import torch\n\n"
+        "def solve_least_squares(X, y):\n"
+        "    Xt = torch.column_stack([X, torch.ones_like(y)])\n"
+        "    theta = torch.linalg.lstsq(Xt, y, driver='gelsd').solution\n"
+        "    return theta[:-1], theta[-1]\n",
+    ],
+    "ch02-max-stable-lr": [
+        # λ_max((2/N) X̃ᵀX̃) = (2/N) σ_max(X̃)²: no need to form X̃ᵀX̃
+        "import torch\n\n"
+        "def max_stable_lr(X):\n"
+        "    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)\n"
+        "    return X.shape[0] / torch.linalg.svdvals(Xt)[0].item() ** 2\n",
+        "import torch\n\n"
+        "def max_stable_lr(X):\n"
+        "    N = len(X)\n"
+        "    Xt = torch.nn.functional.pad(X, (0, 1), value=1.0)\n"
+        "    return 2 / torch.linalg.matrix_norm(2 / N * Xt.T @ Xt, ord=2)\n",
+    ],
+}

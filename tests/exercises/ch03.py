@@ -116,3 +116,190 @@ WRONG_ANSWERS = {
                                 backward_forgot_activation_derivative, backward_bias_mean,
                                 backward_delta1_before_derivative, backward_four_gradients_only],
 }
+
+
+# The one-line mathref calls and PyTorch built-ins: each must fail (they are shortcuts too).
+def sigmoid_derivative_by_mathref(z):
+    from mathref.nn import sigmoid_grad
+    return sigmoid_grad(z)
+
+
+def count_by_mathref(sizes):
+    from mathref.nn import count_parameters
+    return count_parameters(sizes)
+
+
+def count_by_building_layers(sizes):
+    layers = [torch.nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:])]
+    return sum(p.numel() for layer in layers for p in layer.parameters())
+
+
+def backward_by_mathref(X, Y, W1, b1, W2, b2):
+    from mathref.nn import mlp_backward, mlp_forward
+    params = {"W1": W1, "b1": b1, "W2": W2, "b2": b2}
+    _, cache = mlp_forward(X, params, activation="tanh")
+    g = mlp_backward(Y, params, cache, activation="tanh")
+    return g["delta1"], g["W1"], g["b1"], g["W2"], g["b2"]
+
+
+def backward_by_finite_differences(X, Y, W1, b1, W2, b2, h=1e-5):
+    def fd(f, x):
+        g = torch.zeros_like(x)
+        flat, gflat = x.view(-1), g.view(-1)
+        for i in range(flat.numel()):
+            old = flat[i].item()
+            flat[i] = old + h
+            up = float(f())
+            flat[i] = old - h
+            down = float(f())
+            flat[i] = old
+            gflat[i] = (up - down) / (2 * h)
+        return g
+    Z1 = X @ W1 + b1
+    loss = lambda: ((torch.tanh(X @ W1 + b1) @ W2 + b2 - Y) ** 2).sum(1).mean()
+    d1 = fd(lambda: ((torch.tanh(Z1) @ W2 + b2 - Y) ** 2).sum(1).mean(), Z1)
+    return d1, fd(loss, W1), fd(loss, b1), fd(loss, W2), fd(loss, b2)
+
+
+def sigmoid_derivative_by_autograd(z):
+    z = z.detach().clone().requires_grad_(True)
+    torch.sigmoid(z).sum().backward()
+    return z.grad
+
+
+WRONG_ANSWERS["ch03-sigmoid-derivative"].append(sigmoid_derivative_by_mathref)
+WRONG_ANSWERS["ch03-parameter-count"] += [count_by_mathref, count_by_building_layers]
+WRONG_ANSWERS["ch03-two-layer-backward"] += [backward_by_mathref, backward_by_finite_differences]
+AUTOGRAD_CHEATS["ch03-sigmoid-derivative"] = [sigmoid_derivative_by_autograd]
+
+
+# Solutions written as a student would, calling what the exercise asks them to write (tests/test_shortcuts.py)
+SHORTCUTS = {
+    "ch03-sigmoid-derivative": [
+        "from mathref import nn as mnn\n\n"
+        "def sigmoid_derivative(z):\n"
+        "    return mnn.sigmoid_grad(z)\n",
+        "from mathref.nn import get_activation\n\n"
+        "def sigmoid_derivative(z):\n"
+        "    sigma, dsigma = get_activation('sigmoid')\n"
+        "    return dsigma(z)\n",
+        "import torch\n\n"
+        "def sigmoid_derivative(z):\n"
+        "    return torch.ops.aten.sigmoid_backward(torch.ones_like(z), torch.sigmoid(z))\n",
+        "import torch\n\n"
+        "def sigmoid_derivative(z):\n"
+        "    return torch.vmap(torch.func.grad(torch.sigmoid))(z.reshape(-1)).reshape(z.shape)\n",
+    ],
+    "ch03-parameter-count": [
+        "import mathref\n\n"
+        "def count_mlp_parameters(sizes):\n"
+        "    return mathref.nn.count_parameters(sizes)\n",
+        "from torch import nn\n\n"
+        "def count_mlp_parameters(sizes):\n"
+        "    model = nn.Sequential(*[nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])])\n"
+        "    return sum(p.numel() for p in model.parameters())\n",
+        "from mathref.nn import MLP\n\n"
+        "def count_mlp_parameters(sizes):\n"
+        "    return sum(p.numel() for p in MLP(sizes).parameters())\n",
+    ],
+    "ch03-output-delta": [
+        "import torch\n\n"
+        "def output_delta(Y_hat, Y):\n"
+        "    g = torch.ops.aten.mse_loss_backward(torch.tensor(1.0, dtype=Y.dtype), Y_hat, Y, 1)\n"
+        "    return g * Y.shape[1]\n",
+        "import torch\n"
+        "from mathref.linear_regression import mse_gradient\n\n"
+        "def output_delta(Y_hat, Y):\n"
+        "    N, m = Y_hat.shape\n"
+        "    return mse_gradient(torch.eye(N, dtype=Y.dtype), Y_hat, torch.zeros(m, dtype=Y.dtype), Y)[0]\n",
+        "import torch.nn.functional as F\n"
+        "from mathref.calculus import numerical_gradient\n\n"
+        "def output_delta(Y_hat, Y):\n"
+        "    return numerical_gradient(lambda P: F.mse_loss(P, Y, reduction='sum') / len(Y), Y_hat)\n",
+        "import torch\n\n"
+        "def output_delta(Y_hat, Y):\n"
+        "    with torch.enable_grad():\n"
+        "        P = Y_hat.detach().clone().requires_grad_()\n"
+        "        ((P - Y) ** 2).sum(1).mean().backward()\n"
+        "    return P.grad\n",
+    ],
+    "ch03-two-layer-backward": [
+        "from mathref.nn import mlp_backward, mlp_forward\n\n"
+        "def two_layer_backward(X, Y, W1, b1, W2, b2):\n"
+        "    params = dict(W1=W1, b1=b1, W2=W2, b2=b2)\n"
+        "    _, cache = mlp_forward(X, params, activation='tanh')\n"
+        "    g = mlp_backward(Y, params, cache, activation='tanh')\n"
+        "    return g['delta1'], g['W1'], g['b1'], g['W2'], g['b2']\n",
+        "import torch\n"
+        "from mathref.calculus import numerical_gradient as ng\n\n"
+        "def two_layer_backward(X, Y, W1, b1, W2, b2):\n"
+        "    L = lambda W1, b1, W2, b2: ((torch.tanh(X @ W1 + b1) @ W2 + b2 - Y) ** 2).sum(1).mean()\n"
+        "    Z1 = X @ W1 + b1\n"
+        "    d1 = ng(lambda Z: ((torch.tanh(Z) @ W2 + b2 - Y) ** 2).sum(1).mean(), Z1)\n"
+        "    return (d1, ng(lambda W: L(W, b1, W2, b2), W1), ng(lambda b: L(W1, b, W2, b2), b1),\n"
+        "            ng(lambda W: L(W1, b1, W, b2), W2), ng(lambda b: L(W1, b1, W2, b), b2))\n",
+        "import torch\n\n"
+        "def two_layer_backward(X, Y, W1, b1, W2, b2):\n"
+        "    def loss(Z1, W1, b1, W2, b2):\n"
+        "        return ((torch.tanh(Z1) @ W2 + b2 - Y) ** 2).sum(1).mean()\n"
+        "    L = lambda W1, b1, W2, b2: loss(X @ W1 + b1, W1, b1, W2, b2)\n"
+        "    d1 = torch.func.grad(loss)(X @ W1 + b1, W1, b1, W2, b2)\n"
+        "    return (d1, *torch.func.grad(L, argnums=(0, 1, 2, 3))(W1, b1, W2, b2))\n",
+    ],
+}
+
+# Right answers in other forms than the reference solution: each must pass.
+RIGHT_ANSWERS = {
+    "ch03-sigmoid-derivative": [
+        "import torch\n\n"
+        "def sigmoid_derivative(z):\n"
+        "    return torch.sigmoid(z) * torch.sigmoid(-z)\n",
+        "import torch\n\n"
+        "def sigmoid_derivative(z):\n"
+        "    e = torch.exp(-z)\n"
+        "    return e / (1 + e) ** 2\n",
+        "import torch\n\n"
+        "def sigmoid_derivative(z):\n"
+        "    return 0.25 / torch.cosh(z / 2) ** 2\n",
+        "from mathref import nn as mnn\n\n"
+        "def sigmoid_derivative(z):\n"
+        "    s = mnn.sigmoid(z)\n"
+        "    return s - s * s\n",
+    ],
+    "ch03-parameter-count": [
+        "def count_mlp_parameters(sizes):\n"
+        "    total = 0\n"
+        "    for n_in, n_out in zip(sizes, sizes[1:]):\n"
+        "        total += n_in * n_out + n_out\n"
+        "    return total\n",
+        "import numpy as np\n\n"
+        "def count_mlp_parameters(sizes):\n"
+        "    s = np.array(sizes)\n"
+        "    return int(((s[:-1] + 1) * s[1:]).sum())\n",
+    ],
+    "ch03-output-delta": [
+        "def output_delta(Y_hat, Y):\n"
+        "    return 2 * (Y_hat - Y) / len(Y_hat)\n",
+        "def output_delta(Y_hat, Y):\n"
+        "    return (Y_hat - Y).mul(2 / Y_hat.size(0))\n",
+    ],
+    "ch03-two-layer-backward": [
+        # mathref's forward pass and tanh′ are building blocks; the deltas are written out
+        "import torch\n"
+        "from mathref import nn as mnn\n\n"
+        "def two_layer_backward(X, Y, W1, b1, W2, b2):\n"
+        "    params = dict(W1=W1, b1=b1, W2=W2, b2=b2)\n"
+        "    Y_hat, cache = mnn.mlp_forward(X, params, activation='tanh')\n"
+        "    d2 = 2 * (Y_hat - Y) / X.shape[0]\n"
+        "    d1 = d2 @ W2.T * mnn.tanh_grad(cache['Z1'])\n"
+        "    return d1, X.T @ d1, d1.sum(0), cache['A1'].T @ d2, d2.sum(0)\n",
+        "import torch\n\n"
+        "def two_layer_backward(X, Y, W1, b1, W2, b2):\n"
+        "    Z1 = torch.addmm(b1, X, W1)\n"
+        "    A1 = torch.tanh(Z1)\n"
+        "    d2 = (A1 @ W2 + b2 - Y) * (2.0 / len(X))\n"
+        "    d1 = torch.einsum('no,ho->nh', d2, W2) / torch.cosh(Z1) ** 2\n"
+        "    return (d1, torch.einsum('ni,nh->ih', X, d1), d1.sum(dim=0),\n"
+        "            torch.einsum('nh,no->ho', A1, d2), d2.sum(dim=0))\n",
+    ],
+}

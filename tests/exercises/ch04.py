@@ -104,3 +104,225 @@ WRONG_ANSWERS = {
     "ch04-linear-tanh-vjp": [vjp_no_tanh_derivative, vjp_one_minus_y, vjp_grad_w_transposed],
     "ch04-silu-backward": [silu_no_product_rule, silu_sign_slip, silu_no_upstream],
 }
+
+
+# The issue's accepted wrong answers: topo_sort by mathref's own topological_order, and
+# silu_backward by autograd through F.silu (refused: autograd, and F.silu itself).
+def topo_by_mathref(root):
+    from mathref.autograd import topological_order
+    return topological_order(root)
+
+
+def silu_by_autograd_through_F_silu(x, grad_y):
+    with torch.enable_grad():
+        x = x.detach().clone().requires_grad_(True)
+        torch.nn.functional.silu(x).backward(grad_y)
+    return x.grad
+
+
+def silu_by_autograd(x, grad_y):
+    with torch.enable_grad():
+        x = x.detach().clone().requires_grad_(True)
+        (x * torch.sigmoid(x)).backward(grad_y)
+    return x.grad
+
+
+def silu_by_finite_differences(x, grad_y, h=1e-5):
+    f = lambda t: t * torch.sigmoid(t)
+    return grad_y * (f(x + h) - f(x - h)) / (2 * h)
+
+
+def sigmoid_by_finite_differences(x, y, grad_y, h=1e-5):
+    import math
+    s = lambda t: 1 / (1 + math.exp(-t))
+    return grad_y * (s(x + h) - s(x - h)) / (2 * h)
+
+
+def sigmoid_by_autograd(x, y, grad_y):
+    t = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)
+    torch.sigmoid(t).backward()
+    return grad_y * t.grad.item()
+
+
+def vjp_by_finite_differences(x, W, v, h=1e-5):
+    def fd(a):
+        g = torch.zeros_like(a)
+        flat, gflat = a.view(-1), g.view(-1)
+        for i in range(flat.numel()):
+            old = flat[i].item()
+            flat[i] = old + h
+            up = (torch.tanh(x @ W) * v).sum().item()
+            flat[i] = old - h
+            down = (torch.tanh(x @ W) * v).sum().item()
+            flat[i] = old
+            gflat[i] = (up - down) / (2 * h)
+        return g
+    return fd(x), fd(W)
+
+
+WRONG_ANSWERS["ch04-topological-order"].append(topo_by_mathref)
+WRONG_ANSWERS["ch04-silu-backward"] += [silu_by_autograd_through_F_silu, silu_by_autograd,
+                                        silu_by_finite_differences]
+WRONG_ANSWERS["ch04-sigmoid-backward"].append(sigmoid_by_finite_differences)
+WRONG_ANSWERS["ch04-linear-tanh-vjp"].append(vjp_by_finite_differences)
+AUTOGRAD_CHEATS["ch04-silu-backward"] = [silu_by_autograd]
+AUTOGRAD_CHEATS["ch04-sigmoid-backward"] = [sigmoid_by_autograd]
+
+
+# Solutions written as a student would, calling what the exercise asks them to write (tests/test_shortcuts.py)
+SHORTCUTS = {
+    "ch04-sigmoid-backward": [
+        "from mathref.nn import sigmoid_grad\n"
+        "import torch\n\n"
+        "def sigmoid_backward(x, y, grad_y):\n"
+        "    return grad_y * sigmoid_grad(torch.tensor(x, dtype=torch.float64)).item()\n",
+        "import torch\n\n"
+        "def sigmoid_backward(x, y, grad_y):\n"
+        "    g = torch.ops.aten.sigmoid_backward(torch.tensor(grad_y, dtype=torch.float64),\n"
+        "                                        torch.tensor(y, dtype=torch.float64))\n"
+        "    return g.item()\n",
+        # the engine's own sigmoid rule, run by the engine
+        "from mathref.autograd import Value\n\n"
+        "def sigmoid_backward(x, y, grad_y):\n"
+        "    v = Value(x)\n"
+        "    v.sigmoid().backward()\n"
+        "    return grad_y * v.grad\n",
+        "import torch\n\n"
+        "def sigmoid_backward(x, y, grad_y):\n"
+        "    return grad_y * torch.func.grad(torch.sigmoid)(torch.tensor(x, dtype=torch.float64)).item()\n",
+    ],
+    "ch04-topological-order": [
+        "from mathref.autograd import topological_order as topo\n\n"
+        "def topo_sort(root):\n"
+        "    return topo(root)\n",
+        "import mathref\n\n"
+        "def topo_sort(root):\n"
+        "    return list(mathref.autograd.topological_order(root))\n",
+        "from graphlib import TopologicalSorter\n\n"
+        "def topo_sort(root):\n"
+        "    nodes, stack, graph = {}, [root], {}\n"
+        "    while stack:\n"
+        "        v = stack.pop()\n"
+        "        if id(v) not in nodes:\n"
+        "            nodes[id(v)] = v\n"
+        "            graph[id(v)] = [id(c) for c in v._prev]\n"
+        "            stack.extend(v._prev)\n"
+        "    return [nodes[i] for i in TopologicalSorter(graph).static_order()]\n",
+    ],
+    "ch04-linear-tanh-vjp": [
+        "import torch\n\n"
+        "def linear_tanh_vjp(x, W, v):\n"
+        "    _, pullback = torch.func.vjp(lambda x, W: torch.tanh(x @ W), x, W)\n"
+        "    return pullback(v)\n",
+        "import torch\n\n"
+        "def linear_tanh_vjp(x, W, v):\n"
+        "    return torch.autograd.functional.vjp(lambda x, W: torch.tanh(x @ W), (x, W), v)[1]\n",
+        # PyTorch's own backward kernel for tanh, which autograd would run
+        "import torch\n\n"
+        "def linear_tanh_vjp(x, W, v):\n"
+        "    delta = torch.ops.aten.tanh_backward(v, torch.tanh(x @ W))\n"
+        "    return delta @ W.T, x.T @ delta\n",
+        "import torch\n"
+        "from mathref.calculus import numerical_gradient\n\n"
+        "def linear_tanh_vjp(x, W, v):\n"
+        "    f = lambda x, W: (torch.tanh(x @ W) * v).sum()\n"
+        "    return numerical_gradient(lambda a: f(a, W), x), numerical_gradient(lambda B: f(x, B), W)\n",
+    ],
+    "ch04-silu-backward": [
+        # autograd through F.silu (the issue's accepted answer)
+        "import torch\n"
+        "import torch.nn.functional as F\n\n"
+        "def silu_backward(x, grad_y):\n"
+        "    with torch.enable_grad():\n"
+        "        x = x.detach().clone().requires_grad_(True)\n"
+        "        F.silu(x).backward(grad_y)\n"
+        "    return x.grad\n",
+        "import torch\n\n"
+        "def silu_backward(x, grad_y):\n"
+        "    return torch.ops.aten.silu_backward(grad_y, x)\n",
+        "from mathref import nn as mnn\n\n"
+        "def silu_backward(x, grad_y):\n"
+        "    return grad_y * mnn.silu_grad(x)\n",
+        # finite differences of the forward op
+        "from torch.nn.functional import silu as act\n\n"
+        "def silu_backward(x, grad_y):\n"
+        "    h = 1e-6\n"
+        "    return grad_y * (act(x + h) - act(x - h)) / (2 * h)\n",
+        "import torch\n\n"
+        "def silu_backward(x, grad_y):\n"
+        "    with torch.enable_grad():\n"
+        "        x = x.detach().clone().requires_grad_(True)\n"
+        "        (x * torch.sigmoid(x)).backward(grad_y)\n"
+        "    return x.grad\n",
+    ],
+}
+
+# Right answers in other forms than the reference solution: each must pass.
+RIGHT_ANSWERS = {
+    "ch04-sigmoid-backward": [
+        "def sigmoid_backward(x, y, grad_y):\n"
+        "    return (y - y * y) * grad_y\n",
+        # σ recomputed from x: also exact
+        "import math\n\n"
+        "def sigmoid_backward(x, y, grad_y):\n"
+        "    e = math.exp(-x)\n"
+        "    return grad_y * e / (1 + e) ** 2\n",
+    ],
+    "ch04-topological-order": [
+        # iterative depth-first search with an explicit stack
+        "def topo_sort(root):\n"
+        "    order, visited, stack = [], set(), [(root, False)]\n"
+        "    while stack:\n"
+        "        node, done = stack.pop()\n"
+        "        if done:\n"
+        "            order.append(node)\n"
+        "        elif id(node) not in visited:\n"
+        "            visited.add(id(node))\n"
+        "            stack.append((node, True))\n"
+        "            stack.extend((c, False) for c in node._prev if id(c) not in visited)\n"
+        "    return order\n",
+        # Kahn's algorithm from the root (parents first), reversed
+        "def topo_sort(root):\n"
+        "    nodes, stack = {}, [root]\n"
+        "    while stack:\n"
+        "        v = stack.pop()\n"
+        "        if id(v) not in nodes:\n"
+        "            nodes[id(v)] = v\n"
+        "            stack.extend(v._prev)\n"
+        "    parents = {i: 0 for i in nodes}\n"
+        "    for v in nodes.values():\n"
+        "        for c in set(map(id, v._prev)):\n"
+        "            parents[c] += 1\n"
+        "    ready, order = [root], []\n"
+        "    while ready:\n"
+        "        v = ready.pop()\n"
+        "        order.append(v)\n"
+        "        for c in {id(c): c for c in v._prev}.values():\n"
+        "            parents[id(c)] -= 1\n"
+        "            if parents[id(c)] == 0:\n"
+        "                ready.append(c)\n"
+        "    return order[::-1]\n",
+    ],
+    "ch04-linear-tanh-vjp": [
+        "import torch\n\n"
+        "def linear_tanh_vjp(x, W, v):\n"
+        "    z = x @ W\n"
+        "    delta = v / torch.cosh(z) ** 2\n"
+        "    return torch.einsum('bo,io->bi', delta, W), torch.einsum('bi,bo->io', x, delta)\n",
+        # tanh′ from chapter 3's mathref.nn.tanh_grad: a building block
+        "from mathref import nn as mnn\n\n"
+        "def linear_tanh_vjp(x, W, v):\n"
+        "    delta = v * mnn.tanh_grad(x @ W)\n"
+        "    return delta @ W.T, x.T @ delta\n",
+    ],
+    "ch04-silu-backward": [
+        "import torch\n\n"
+        "def silu_backward(x, grad_y):\n"
+        "    s = torch.sigmoid(x)\n"
+        "    return grad_y * s * (1 + x * (1 - s))\n",
+        "import torch\n\n"
+        "def silu_backward(x, grad_y):\n"
+        "    e = torch.exp(-x)\n"
+        "    return grad_y * (1 + e + x * e) / (1 + e) ** 2\n",
+    ],
+}

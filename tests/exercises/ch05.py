@@ -137,3 +137,189 @@ WRONG_ANSWERS = {
 
 # answers that ask autograd: refused by the "without autograd" wrapper (tests/test_exercises_without_autograd.py)
 AUTOGRAD_CHEATS = {"ch05-ce-gradient": [grad_by_autograd]}
+
+
+# ---------------------------------------------------------------- added with the shortcut table
+def lse_shift_by_mean(x):
+    m = x.mean()                                                   # overflows for (300, 0, −5) in float32
+    return m + torch.log(torch.exp(x - m).sum())
+
+
+def lse_shift_by_first(x):
+    m = x[0]                                                       # overflows for (0, 1000)
+    return m + torch.log(torch.exp(x - m).sum())
+
+
+def lse_in_float32(x):
+    x = x.float()                                                  # loses x's float64 precision
+    m = x.max()
+    return m + torch.log(torch.exp(x - m).sum())
+
+
+def lm_loss_counts_padding_by_hand(logits, targets, pad_id):
+    nll = -torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return (nll * (targets != pad_id)).mean()                      # divides by B·T
+
+
+def lm_loss_mean_of_sequence_means_by_hand(logits, targets, pad_id):
+    nll = -torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    real = targets != pad_id
+    return ((nll * real).sum(1) / real.sum(1)).mean()
+
+
+def lm_loss_keeps_padding_by_hand(logits, targets, pad_id):
+    return -torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).mean()
+
+
+def lm_loss_no_log_by_hand(logits, targets, pad_id):
+    p = torch.softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    real = targets != pad_id
+    return -(p * real).sum() / real.sum()                          # mean probability, not NLL
+
+
+WRONG_ANSWERS["ch05-logsumexp"] += [lse_shift_by_mean, lse_shift_by_first, lse_in_float32]
+WRONG_ANSWERS["ch05-lm-loss"] += [lm_loss_counts_padding_by_hand,
+                                  lm_loss_mean_of_sequence_means_by_hand,
+                                  lm_loss_keeps_padding_by_hand, lm_loss_no_log_by_hand]
+
+
+# Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
+SHORTCUTS = {
+    "ch05-logsumexp": [
+        "def stable_logsumexp(x):\n"
+        "    return torch.logsumexp(x, dim=0)\n",
+        "def stable_logsumexp(x):\n"
+        "    return x.logsumexp(0)\n",
+        "from torch import logsumexp as lse\n\n"
+        "def stable_logsumexp(x):\n"
+        "    return lse(x, 0)\n",
+        "import torch.special\n\n"
+        "def stable_logsumexp(x):\n"
+        "    return torch.special.logsumexp(x, 0)\n",
+        "from mathref.losses import logsumexp as lse\n\n"
+        "def stable_logsumexp(x):\n"
+        "    return lse(x)\n",
+        "import torch.nn.functional as F\n\n"
+        "def stable_logsumexp(x):\n"
+        "    return x[0] - F.log_softmax(x, dim=0)[0]\n",
+    ],
+    "ch05-perplexity": [
+        "import mathref.losses as L\n\n"
+        "def perplexity_from_nlls(nlls):\n"
+        "    return L.perplexity(nlls.mean())\n",
+        "from mathref.losses import perplexity as ppl\n\n"
+        "def perplexity_from_nlls(nlls):\n"
+        "    return ppl(nlls.mean().item())\n",
+    ],
+    "ch05-ce-gradient": [
+        "def ce_gradient(logits, targets, label_smoothing=0.0, ignore_index=-100):\n"
+        "    z = logits.detach().clone().requires_grad_(True)\n"
+        "    F.cross_entropy(z, targets, label_smoothing=label_smoothing,\n"
+        "                    ignore_index=ignore_index).backward()\n"
+        "    return z.grad\n",
+        "import torch\n\n"
+        "def ce_gradient(logits, targets, label_smoothing=0.0, ignore_index=-100):\n"
+        "    with torch.enable_grad():\n"
+        "        z = logits.detach().clone().requires_grad_(True)\n"
+        "        loss = mathref.losses.cross_entropy(z, targets, label_smoothing, ignore_index)\n"
+        "        return torch.autograd.grad(loss, z)[0]\n",
+        "from torch.func import grad\n\n"
+        "def ce_gradient(logits, targets, label_smoothing=0.0, ignore_index=-100):\n"
+        "    loss = lambda z: F.cross_entropy(z, targets, label_smoothing=label_smoothing,\n"
+        "                                     ignore_index=ignore_index)\n"
+        "    return grad(loss)(logits)\n",
+        # central differences through the loss: no autograd, but the loss does the work
+        "import torch.nn.functional as nnf\n\n"
+        "def ce_gradient(logits, targets, label_smoothing=0.0, ignore_index=-100):\n"
+        "    h, g = 1e-6, torch.zeros_like(logits)\n"
+        "    for i in range(logits.shape[0]):\n"
+        "        for j in range(logits.shape[1]):\n"
+        "            e = torch.zeros_like(logits)\n"
+        "            e[i, j] = h\n"
+        "            up = nnf.cross_entropy(logits + e, targets, label_smoothing=label_smoothing,\n"
+        "                                   ignore_index=ignore_index)\n"
+        "            down = nnf.cross_entropy(logits - e, targets, label_smoothing=label_smoothing,\n"
+        "                                     ignore_index=ignore_index)\n"
+        "            g[i, j] = (up - down) / (2 * h)\n"
+        "    return g\n",
+    ],
+    "ch05-bits-per-byte": [
+        "from mathref.losses import bits_per_byte\n\n"
+        "def bits_per_byte_of(token_nlls, text):\n"
+        "    return bits_per_byte(token_nlls.sum().item(), len(text.encode('utf-8')))\n",
+        "import mathref.losses as losses\n\n"
+        "def bits_per_byte_of(token_nlls, text):\n"
+        "    return losses.bits_per_byte(token_nlls.sum(), len(text.encode()))\n",
+    ],
+    "ch05-lm-loss": [
+        "def lm_loss(logits, targets, pad_id):\n"
+        "    B, T, V = logits.shape\n"
+        "    return F.cross_entropy(logits.reshape(B * T, V), targets.reshape(B * T),\n"
+        "                           ignore_index=pad_id)\n",
+        "from torch import nn\n\n"
+        "def lm_loss(logits, targets, pad_id):\n"
+        "    V = logits.shape[-1]\n"
+        "    return nn.CrossEntropyLoss(ignore_index=pad_id)(logits.reshape(-1, V), targets.reshape(-1))\n",
+        "import torch.nn.functional as nnf\n\n"
+        "def lm_loss(logits, targets, pad_id):\n"
+        "    V = logits.shape[-1]\n"
+        "    logp = torch.log_softmax(logits, dim=-1)\n"
+        "    return nnf.nll_loss(logp.reshape(-1, V), targets.reshape(-1), ignore_index=pad_id)\n",
+        "from mathref.losses import cross_entropy\n\n"
+        "def lm_loss(logits, targets, pad_id):\n"
+        "    V = logits.shape[-1]\n"
+        "    return cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=pad_id)\n",
+    ],
+}
+
+# Correct solutions in other forms than the reference: each must pass
+RIGHT_ANSWERS = {
+    "ch05-logsumexp": [
+        "def stable_logsumexp(x):\n"                                   # plain Python floats
+        "    values = x.tolist()\n"
+        "    m = max(values)\n"
+        "    return m + math.log(sum(math.exp(v - m) for v in values))\n",
+        "def stable_logsumexp(x):\n"                                   # amax, a 0-D tensor
+        "    m = torch.amax(x)\n"
+        "    return torch.log(torch.sum(torch.exp(x - m))) + m\n",
+        "def stable_logsumexp(x):\n"                                   # log1p of the rest
+        "    i = int(x.argmax())\n"
+        "    m = x[i]\n"
+        "    rest = torch.cat([x[:i], x[i + 1:]])\n"
+        "    return m + torch.log1p(torch.exp(rest - m).sum())\n",
+    ],
+    "ch05-perplexity": [
+        "def perplexity_from_nlls(nlls):\n"
+        "    return math.exp(nlls.sum().item() / len(nlls))\n",
+        "def perplexity_from_nlls(nlls):\n"                            # 2 ** (mean NLL in bits)
+        "    return 2 ** (nlls.mean() / math.log(2))\n",
+    ],
+    "ch05-ce-gradient": [
+        "def ce_gradient(logits, targets, label_smoothing=0.0, ignore_index=-100):\n"
+        "    N, V = logits.shape\n"
+        "    e = torch.exp(logits - logits.max(dim=1, keepdim=True).values)\n"
+        "    p = e / e.sum(dim=1, keepdim=True)\n"
+        "    keep = targets != ignore_index\n"
+        "    q = torch.full_like(p, label_smoothing / V)\n"
+        "    rows = torch.arange(N)[keep]\n"
+        "    q[rows, targets[keep]] += 1 - label_smoothing\n"
+        "    g = torch.zeros_like(p)\n"
+        "    g[keep] = (p[keep] - q[keep]) / keep.sum()\n"
+        "    return g\n",
+    ],
+    "ch05-bits-per-byte": [
+        "def bits_per_byte_of(token_nlls, text):\n"
+        "    return token_nlls.sum() / math.log(2) / len(bytes(text, 'utf-8'))\n",
+    ],
+    "ch05-lm-loss": [
+        "def lm_loss(logits, targets, pad_id):\n"                     # boolean mask first
+        "    real = targets != pad_id\n"
+        "    logp = torch.log_softmax(logits[real], dim=-1)\n"
+        "    return -logp[torch.arange(len(logp)), targets[real]].mean()\n",
+        "def lm_loss(logits, targets, pad_id):\n"                     # logsumexp form, float mask
+        "    picked = logits.gather(-1, targets[..., None]).squeeze(-1)\n"
+        "    nll = torch.logsumexp(logits, dim=-1) - picked\n"
+        "    mask = (targets != pad_id).to(logits.dtype)\n"
+        "    return (nll * mask).sum() / mask.sum()\n",
+    ],
+}

@@ -115,3 +115,200 @@ WRONG_ANSWERS = {
     "ch06-adamw-step": [adamw_decay_without_lr, adamw_as_l2, adamw_decay_after_step],
     "ch06-newton-schulz": [ns_without_normalizing, ns_elementwise_square, ns_swapped_coefficients],
 }
+
+
+# ---------------------------------------------------------------- added with the shortcut table
+def clip_in_place(grads, max_norm):
+    norm = math.sqrt(sum(float((g ** 2).sum()) for g in grads))
+    for g in grads:
+        g.mul_(min(1.0, max_norm / norm))                         # changes the caller's gradients
+    return grads
+
+
+def ns_in_float32(G, steps):
+    a, b, c = 3.4445, -4.7750, 2.0315
+    X = (G / G.norm()).float()                                    # not in G's own dtype
+    for _ in range(steps):
+        A = X @ X.T
+        X = a * X + (b * A + c * A @ A) @ X
+    return X
+
+
+def ns_float32_inside(G, steps):
+    return ns_in_float32(G, steps).to(G.dtype)                    # float32 arithmetic, cast back
+
+
+def ns_spectral_norm(G, steps):
+    a, b, c = 3.4445, -4.7750, 2.0315
+    X = G / torch.linalg.matrix_norm(G, ord=2)                    # ‖G‖₂, not ‖G‖_F
+    for _ in range(steps):
+        A = X @ X.T
+        X = a * X + (b * A + c * A @ A) @ X
+    return X
+
+
+WRONG_ANSWERS["ch06-clip-global-norm"] += [clip_in_place]
+WRONG_ANSWERS["ch06-newton-schulz"] += [ns_in_float32, ns_float32_inside, ns_spectral_norm]
+
+
+_ADAM_WITH_STATE = (
+    "def {name}(theta, grad, m, v, t, lr, beta1, beta2, eps{wd_arg}):\n"
+    "    p = theta.clone().requires_grad_(True)\n"
+    "    opt = {cls}([p], lr=lr, betas=(beta1, beta2), eps=eps{wd_kw})\n"
+    "    opt.state[p] = {{'step': torch.tensor(float(t - 1)), 'exp_avg': m.clone(),\n"
+    "                    'exp_avg_sq': v.clone()}}\n"
+    "    p.grad = grad.clone()\n"
+    "    opt.step()\n"
+    "    return p.detach(), opt.state[p]['exp_avg'], opt.state[p]['exp_avg_sq']\n")
+_MATHREF_ADAM = (
+    "def {name}(theta, grad, m, v, t, lr, beta1, beta2, eps{wd_arg}):\n"
+    "    p = theta.clone().requires_grad_(True)\n"
+    "    opt = {cls}([p], lr=lr, betas=(beta1, beta2), eps=eps{wd_kw})\n"
+    "    opt.state[p] = {{'step': t - 1, 'exp_avg': m.clone(), 'exp_avg_sq': v.clone()}}\n"
+    "    p.grad = grad.clone()\n"
+    "    opt.step()\n"
+    "    return p.detach(), opt.state[p]['exp_avg'], opt.state[p]['exp_avg_sq']\n")
+_ADAM = dict(name="adam_step", wd_arg="", wd_kw="")
+_ADAMW = dict(name="adamw_step", wd_arg=", weight_decay", wd_kw=", weight_decay=weight_decay")
+
+# Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
+SHORTCUTS = {
+    "ch06-warmup-cosine": [
+        "from mathref.optim import warmup_cosine\n\n"
+        "def lr_at(step, warmup_steps, total_steps, lr_max, lr_min):\n"
+        "    return warmup_cosine(step, warmup_steps, total_steps, lr_max, lr_min)\n",
+        "import mathref.train\n\n"
+        "def lr_at(step, warmup_steps, total_steps, lr_max, lr_min):\n"
+        "    cfg = mathref.train.TrainConfig(lr=lr_max, min_lr=lr_min, warmup_steps=warmup_steps,\n"
+        "                                    max_steps=total_steps)\n"
+        "    return mathref.train.lr_at(step, cfg)\n",
+        "from torch.optim.lr_scheduler import CosineAnnealingLR\n\n"
+        "def lr_at(step, warmup_steps, total_steps, lr_max, lr_min):\n"
+        "    if step < warmup_steps:\n"
+        "        return lr_max * (step + 1) / warmup_steps\n"
+        "    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr_max)\n"
+        "    sched = CosineAnnealingLR(opt, T_max=total_steps - warmup_steps, eta_min=lr_min)\n"
+        "    for _ in range(min(step, total_steps) - warmup_steps):\n"
+        "        opt.step()\n"
+        "        sched.step()\n"
+        "    return opt.param_groups[0]['lr']\n",
+    ],
+    "ch06-clip-global-norm": [
+        "def clip_global_norm(grads, max_norm):\n"
+        "    params = [torch.zeros_like(g, requires_grad=True) for g in grads]\n"
+        "    for p, g in zip(params, grads):\n"
+        "        p.grad = g.clone()\n"
+        "    torch.nn.utils.clip_grad_norm_(params, max_norm)\n"
+        "    return [p.grad for p in params]\n",
+        "from torch.nn.utils import clip_grad_norm_ as clip\n\n"
+        "def clip_global_norm(grads, max_norm):\n"
+        "    params = [torch.nn.Parameter(g.clone()) for g in grads]\n"
+        "    for p, g in zip(params, grads):\n"
+        "        p.grad = g.clone()\n"
+        "    clip(params, max_norm)\n"
+        "    return [p.grad for p in params]\n",
+        "from torch.nn.utils import get_total_norm\n\n"
+        "def clip_global_norm(grads, max_norm):\n"
+        "    total = float(get_total_norm(grads))\n"
+        "    return [g * min(1.0, max_norm / (total + 1e-6)) for g in grads]\n",
+        "import mathref.optim as O\n\n"
+        "def clip_global_norm(grads, max_norm):\n"
+        "    params = [torch.zeros_like(g, requires_grad=True) for g in grads]\n"
+        "    for p, g in zip(params, grads):\n"
+        "        p.grad = g.clone()\n"
+        "    O.clip_grad_norm_(params, max_norm)\n"
+        "    return [p.grad for p in params]\n",
+    ],
+    "ch06-adam-step": [
+        _ADAM_WITH_STATE.format(cls="torch.optim.Adam", **_ADAM),
+        _ADAM_WITH_STATE.format(cls="torch.optim.Adam", **_ADAM).replace(
+            "eps=eps)", "eps=eps, foreach=True)"),
+        "from torch.optim.adam import adam as functional_adam\n\n"
+        "def adam_step(theta, grad, m, v, t, lr, beta1, beta2, eps):\n"
+        "    theta, m, v = theta.clone(), m.clone(), v.clone()\n"
+        "    functional_adam([theta], [grad], [m], [v], [], [torch.tensor(float(t - 1))],\n"
+        "                    amsgrad=False, beta1=beta1, beta2=beta2, lr=lr, weight_decay=0.0,\n"
+        "                    eps=eps, maximize=False)\n"
+        "    return theta, m, v\n",
+        _MATHREF_ADAM.format(cls="mathref.optim.Adam", **_ADAM),
+    ],
+    "ch06-adamw-step": [
+        _ADAM_WITH_STATE.format(cls="torch.optim.AdamW", **_ADAMW),
+        _ADAM_WITH_STATE.format(cls="torch.optim.Adam", **_ADAMW).replace(
+            "weight_decay=weight_decay)", "weight_decay=weight_decay, decoupled_weight_decay=True)"),
+        _MATHREF_ADAM.format(cls="mathref.optim.AdamW", **_ADAMW),
+    ],
+    "ch06-newton-schulz": [
+        "from mathref.optim import newton_schulz\n\n"
+        "def orthogonalize(G, steps):\n"
+        "    return newton_schulz(G, steps, dtype=G.dtype)\n",
+        "def orthogonalize(G, steps):\n"
+        "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+        "    U, S, Vh = torch.linalg.svd(G, full_matrices=False)\n"
+        "    s = S / G.norm()\n"
+        "    for _ in range(steps):\n"
+        "        s = a * s + b * s ** 3 + c * s ** 5\n"
+        "    return U @ torch.diag(s) @ Vh\n",
+        "def orthogonalize(G, steps):\n"
+        "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+        "    U, S, V = G.svd()\n"
+        "    s = S / G.norm()\n"
+        "    for _ in range(steps):\n"
+        "        s = a * s + b * s ** 3 + c * s ** 5\n"
+        "    return U @ torch.diag(s) @ V.T\n",
+    ],
+}
+
+# Correct solutions in other forms than the reference: each must pass
+RIGHT_ANSWERS = {
+    "ch06-warmup-cosine": [
+        "def lr_at(step, warmup_steps, total_steps, lr_max, lr_min):\n"
+        "    if step < warmup_steps:\n"
+        "        return lr_max * (step + 1) / warmup_steps\n"
+        "    progress = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))\n"
+        "    return lr_min + (lr_max - lr_min) * math.cos(math.pi * progress / 2) ** 2\n",
+    ],
+    "ch06-clip-global-norm": [
+        "def clip_global_norm(grads, max_norm):\n"                      # no ε, a stacked norm
+        "    total = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))\n"
+        "    scale = torch.clamp(max_norm / total, max=1.0)\n"
+        "    return [g * scale for g in grads]\n",
+        "def clip_global_norm(grads, max_norm):\n"                      # a tuple, float32 factor
+        "    total = torch.cat([g.flatten().float() for g in grads]).norm().item()\n"
+        "    return tuple(g * min(1.0, max_norm / total) for g in grads)\n",
+    ],
+    "ch06-adam-step": [
+        "def adam_step(theta, grad, m, v, t, lr, beta1, beta2, eps):\n"   # PyTorch's own order
+        "    m = m.lerp(grad, 1 - beta1)\n"
+        "    v = v * beta2 + (1 - beta2) * grad * grad\n"
+        "    denom = v.sqrt() / math.sqrt(1 - beta2 ** t) + eps\n"
+        "    return theta - lr / (1 - beta1 ** t) * m / denom, m, v\n",
+    ],
+    "ch06-adamw-step": [
+        "def adamw_step(theta, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
+        "    theta = theta * (1 - lr * weight_decay)\n"
+        "    m = m.lerp(grad, 1 - beta1)\n"
+        "    v = v * beta2 + (1 - beta2) * grad * grad\n"
+        "    denom = v.sqrt() / math.sqrt(1 - beta2 ** t) + eps\n"
+        "    return theta - lr / (1 - beta1 ** t) * m / denom, m, v\n",
+    ],
+    "ch06-newton-schulz": [
+        "def orthogonalize(G, steps):\n"                                # Muon's normalization
+        "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+        "    X = G / (G.norm() + 1e-7)\n"
+        "    for _ in range(steps):\n"
+        "        A = X @ X.T\n"
+        "        B = b * A + c * A @ A\n"
+        "        X = a * X + B @ X\n"
+        "    return X\n",
+        "def orthogonalize(G, steps):\n"                                # tall: iterate on Gᵀ
+        "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+        "    tall = G.shape[0] > G.shape[1]\n"
+        "    X = G.T if tall else G\n"
+        "    X = X / torch.linalg.matrix_norm(X)\n"
+        "    for _ in range(steps):\n"
+        "        A = X @ X.mT\n"
+        "        X = a * X + b * A @ X + c * A @ A @ X\n"
+        "    return X.T if tall else X\n",
+    ],
+}

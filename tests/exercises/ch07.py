@@ -99,3 +99,150 @@ WRONG_ANSWERS = {
                               dropout_keeps_with_p, dropout_exact_fraction],
     "ch07-residual-backward": [residual_no_identity, residual_wrong_order, residual_transposed],
 }
+
+
+# ---------------------------------------------------------------- added with the shortcut table
+def dropout_mask_shared_across_batch(x, p):
+    keep = torch.rand(x.shape[-1], dtype=x.dtype) >= p             # one mask for every row
+    return x * keep / (1 - p)
+
+
+def dropout_mask_per_example(x, p):
+    keep = torch.rand(x.shape[:1] + (1,) * (x.dim() - 1), dtype=x.dtype) >= p  # whole rows
+    return x * keep / (1 - p)
+
+
+def dropout_in_float32(x, p):
+    keep = torch.rand(x.shape) >= p
+    return x.float() * keep / (1 - p)                              # float32 for a float64 x
+
+
+WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_mask_shared_across_batch,
+                                           dropout_mask_per_example, dropout_in_float32]
+
+
+# Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
+SHORTCUTS = {
+    "ch07-leaky-relu-init": [
+        "def leaky_relu_std(fan_in, negative_slope):\n"
+        "    return nn.init.calculate_gain('leaky_relu', negative_slope) / math.sqrt(fan_in)\n",
+        "from torch.nn.init import calculate_gain as gain\n\n"
+        "def leaky_relu_std(fan_in, negative_slope):\n"
+        "    return gain('leaky_relu', negative_slope) / fan_in ** 0.5\n",
+        "from mathref.deep import calculate_gain\n\n"
+        "def leaky_relu_std(fan_in, negative_slope):\n"
+        "    return calculate_gain('leaky_relu', negative_slope) / math.sqrt(fan_in)\n",
+        "def leaky_relu_std(fan_in, negative_slope):\n"
+        "    w = torch.empty(1, fan_in, dtype=torch.float64)\n"
+        "    gain = torch.nn.init.calculate_gain('leaky_relu', negative_slope)\n"
+        "    return gain * math.sqrt(1.0 / torch.nn.init._calculate_correct_fan(w, 'fan_in'))\n",
+    ],
+    "ch07-inverted-dropout": [
+        "def inverted_dropout(x, p):\n"
+        "    return F.dropout(x, p, training=True)\n",
+        "def inverted_dropout(x, p):\n"
+        "    return torch.dropout(x, p, True)\n",
+        "def inverted_dropout(x, p):\n"
+        "    return nn.Dropout(p).train()(x)\n",
+        "from torch.nn.functional import dropout as drop\n\n"
+        "def inverted_dropout(x, p):\n"
+        "    return drop(x, p=p)\n",
+        "from mathref.deep import dropout\n\n"
+        "def inverted_dropout(x, p):\n"
+        "    return dropout(x, p)\n",
+        "def inverted_dropout(x, p):\n"
+        "    return torch.native_dropout(x, p, True)[0]\n",
+    ],
+    "ch07-residual-backward": [
+        "def residual_backward(jacobians, grad_out):\n"
+        "    h0 = torch.zeros_like(grad_out, requires_grad=True)\n"
+        "    h = h0\n"
+        "    for J in jacobians:\n"
+        "        h = h + h @ J.T\n"
+        "    h.backward(grad_out)\n"
+        "    return h0.grad\n",
+        "from torch.func import vjp\n\n"
+        "def residual_backward(jacobians, grad_out):\n"
+        "    def net(h):\n"
+        "        for J in jacobians:\n"
+        "            h = h + J @ h\n"
+        "        return h\n"
+        "    _, pullback = vjp(net, torch.zeros_like(grad_out))\n"
+        "    return pullback(grad_out)[0]\n",
+        "def residual_backward(jacobians, grad_out):\n"
+        "    def net(h):\n"
+        "        for J in jacobians:\n"
+        "            h = h + J @ h\n"
+        "        return h\n"
+        "    return torch.autograd.functional.vjp(net, torch.zeros_like(grad_out), grad_out)[1]\n",
+    ],
+    "ch07-tanh-fixed-point": [
+        "from mathref.checks.ch07 import _tanh_fixed_point\n\n"
+        "def tanh_fixed_point(gain):\n"
+        "    return _tanh_fixed_point(gain)\n",
+        "import mathref.checks.ch07 as c7\n\n"
+        "def tanh_fixed_point(gain):\n"
+        "    lo, hi = 1e-12, gain ** 2\n"
+        "    if gain <= 1:\n"
+        "        return 0.0\n"
+        "    for _ in range(100):\n"
+        "        mid = (lo + hi) / 2\n"
+        "        lo, hi = (mid, hi) if gain ** 2 * c7._tanh_second_moment(mid) > mid else (lo, mid)\n"
+        "    return (lo + hi) / 2\n",
+    ],
+}
+
+# Correct solutions in other forms than the reference: each must pass
+RIGHT_ANSWERS = {
+    "ch07-leaky-relu-init": [
+        "def leaky_relu_std(fan_in, negative_slope):\n"                 # a float32 0-D tensor
+        "    return torch.sqrt(torch.tensor(2.0 / ((1 + negative_slope ** 2) * fan_in)))\n",
+        "def leaky_relu_std(fan_in, negative_slope):\n"                 # gain / √fan_in
+        "    gain = math.sqrt(2 / (1 + negative_slope * negative_slope))\n"
+        "    return gain / math.sqrt(fan_in)\n",
+        "import numpy as np\n\n"
+        "def leaky_relu_std(fan_in, negative_slope):\n"                 # a float32 NumPy scalar
+        "    return np.float32(np.sqrt(2.0 / ((1.0 + negative_slope ** 2) * fan_in)))\n",
+    ],
+    "ch07-inverted-dropout": [
+        "def inverted_dropout(x, p):\n"                                 # Bernoulli mask
+        "    keep = torch.bernoulli(torch.full_like(x, 1 - p))\n"
+        "    return x * keep / (1 - p)\n",
+        "def inverted_dropout(x, p):\n"                                 # where, rand_like, >
+        "    return torch.where(torch.rand_like(x) > p, x / (1 - p), torch.zeros_like(x))\n",
+    ],
+    "ch07-residual-backward": [
+        "def residual_backward(jacobians, grad_out):\n"
+        "    g = grad_out.clone()\n"
+        "    for J in jacobians[::-1]:\n"
+        "        g = g + g @ J\n"
+        "    return g\n",
+    ],
+    "ch07-tanh-fixed-point": [
+        "import numpy as np\n\n"
+        "def tanh_fixed_point(gain):\n"                                # Gauss–Hermite, iterate
+        "    if gain <= 1:\n"
+        "        return 0.0\n"
+        "    z, w = np.polynomial.hermite_e.hermegauss(120)\n"
+        "    q = 1.0\n"
+        "    for _ in range(2000):\n"
+        "        q = gain ** 2 * float(np.sum(w * np.tanh(np.sqrt(q) * z) ** 2)) / math.sqrt(2 * math.pi)\n"
+        "    return q\n",
+    ],
+}
+
+
+def residual_by_autograd(jacobians, grad_out):
+    h0 = grad_out.detach().clone().zero_().requires_grad_(True)
+    h = h0
+    for jac in jacobians:
+        h = h + jac @ h
+    h.backward(grad_out)
+    return h0.grad
+
+
+WRONG_ANSWERS["ch07-residual-backward"] += [residual_by_autograd]
+
+# answers that ask autograd: refused by the "without autograd" wrapper
+# (tests/test_exercises_without_autograd.py)
+AUTOGRAD_CHEATS = {"ch07-residual-backward": [residual_by_autograd]}

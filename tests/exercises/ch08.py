@@ -130,3 +130,162 @@ WRONG_ANSWERS = {
 
 # answers that ask autograd: refused by the "without autograd" wrapper (tests/test_exercises_without_autograd.py)
 AUTOGRAD_CHEATS = {"ch08-batch-norm-backward": [bnb_by_autograd]}
+
+
+# ---------------------------------------------------------------- added with the shortcut table
+def running_in_place(x, running_mean, running_var, momentum):
+    running_mean.mul_(1 - momentum).add_(momentum * x.mean(0))     # the statement forbids this
+    running_var.mul_(1 - momentum).add_(momentum * x.var(0))
+    return running_mean, running_var
+
+
+def running_in_place_clones_returned(x, running_mean, running_var, momentum):
+    running_mean, running_var = running_in_place(x, running_mean, running_var, momentum)
+    return running_mean.clone(), running_var.clone()
+
+
+def ln_float32(x, gamma, beta, eps=1e-5):
+    x = x.float()
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return gamma.float() * (x - mu) / torch.sqrt(var + eps) + beta.float()
+
+
+WRONG_ANSWERS["ch08-running-stats"] += [running_in_place, running_in_place_clones_returned]
+WRONG_ANSWERS["ch08-layer-norm"] += [ln_float32]
+
+
+# Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
+SHORTCUTS = {
+    "ch08-layer-norm": [
+        "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"
+        "    return F.layer_norm(x, x.shape[-1:], gamma, beta, eps)\n",
+        "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"
+        "    ln = nn.LayerNorm(x.shape[-1], eps=eps, dtype=x.dtype)\n"
+        "    with torch.no_grad():\n"
+        "        ln.weight.copy_(gamma)\n"
+        "        ln.bias.copy_(beta)\n"
+        "    return ln(x)\n",
+        "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"
+        "    return torch.layer_norm(x, [x.shape[-1]], gamma, beta, eps)\n",
+        "from mathref.norm import layer_norm\n\n"
+        "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"
+        "    return layer_norm(x, x.shape[-1], gamma, beta, eps)\n",
+        "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"           # one group of all features
+        "    d = x.shape[-1]\n"
+        "    return F.group_norm(x.reshape(-1, d), 1, gamma, beta, eps).reshape(x.shape)\n",
+    ],
+    "ch08-rms-norm": [
+        "def rms_norm_rows(x, gamma, eps=1e-5):\n"
+        "    return F.rms_norm(x, (x.shape[-1],), gamma, eps)\n",
+        "def rms_norm_rows(x, gamma, eps=1e-5):\n"
+        "    norm = nn.RMSNorm(x.shape[-1], eps=eps, dtype=x.dtype)\n"
+        "    with torch.no_grad():\n"
+        "        norm.weight.copy_(gamma)\n"
+        "    return norm(x)\n",
+        "import mathref.norm as N\n\n"
+        "def rms_norm_rows(x, gamma, eps=1e-5):\n"
+        "    return N.rms_norm(x, x.shape[-1], gamma, eps)\n",
+        "from mathref.checks.ch08 import _rms_norm_oracle\n\n"
+        "def rms_norm_rows(x, gamma, eps=1e-5):\n"
+        "    return _rms_norm_oracle(x, (x.shape[-1],), gamma, eps)\n",
+    ],
+    "ch08-running-stats": [
+        "def update_running_stats(x, running_mean, running_var, momentum):\n"
+        "    bn = nn.BatchNorm1d(x.shape[1], momentum=momentum, dtype=x.dtype)\n"
+        "    with torch.no_grad():\n"
+        "        bn.running_mean.copy_(running_mean)\n"
+        "        bn.running_var.copy_(running_var)\n"
+        "    bn.train()(x)\n"
+        "    return bn.running_mean.clone(), bn.running_var.clone()\n",
+        "def update_running_stats(x, running_mean, running_var, momentum):\n"
+        "    rm, rv = running_mean.clone(), running_var.clone()\n"
+        "    F.batch_norm(x, rm, rv, training=True, momentum=momentum)\n"
+        "    return rm, rv\n",
+        "from mathref.norm import batch_norm\n\n"
+        "def update_running_stats(x, running_mean, running_var, momentum):\n"
+        "    rm, rv = running_mean.clone(), running_var.clone()\n"
+        "    batch_norm(x, rm, rv, training=True, momentum=momentum)\n"
+        "    return rm, rv\n",
+    ],
+    "ch08-batch-norm-backward": [
+        "def batch_norm_backward(dy, x, gamma, eps=1e-5):\n"
+        "    x = x.detach().clone().requires_grad_(True)\n"
+        "    g = gamma.detach().clone().requires_grad_(True)\n"
+        "    b = torch.zeros_like(gamma, requires_grad=True)\n"
+        "    F.batch_norm(x, None, None, g, b, training=True, eps=eps).backward(dy)\n"
+        "    return x.grad, g.grad, b.grad\n",
+        "def batch_norm_backward(dy, x, gamma, eps=1e-5):\n"         # PyTorch's backward kernel
+        "    mean = x.mean(0)\n"
+        "    invstd = 1 / torch.sqrt(((x - mean) ** 2).mean(0) + eps)\n"
+        "    dx, dgamma, dbeta = torch.ops.aten.native_batch_norm_backward(\n"
+        "        dy, x, gamma, None, None, mean, invstd, True, eps, [True, True, True])\n"
+        "    return dx, dgamma, dbeta\n",
+        # central differences through F.batch_norm: no autograd, but the forward op does the work
+        "def batch_norm_backward(dy, x, gamma, eps=1e-5):\n"
+        "    beta = torch.zeros_like(gamma)\n"
+        "    def L(x_, g_, b_):\n"
+        "        return (F.batch_norm(x_, None, None, g_, b_, training=True, eps=eps) * dy).sum()\n"
+        "    def diff(i, t):\n"
+        "        out, h = torch.zeros_like(t), 1e-6\n"
+        "        for k in range(t.numel()):\n"
+        "            e = torch.zeros_like(t).flatten()\n"
+        "            e[k] = h\n"
+        "            e = e.reshape(t.shape)\n"
+        "            args = [x, gamma, beta]\n"
+        "            up, down = list(args), list(args)\n"
+        "            up[i], down[i] = args[i] + e, args[i] - e\n"
+        "            out.view(-1)[k] = (L(*up) - L(*down)) / (2 * h)\n"
+        "        return out\n"
+        "    return diff(0, x), diff(1, gamma), diff(2, beta)\n",
+        "from mathref.norm import LayerNormFunction\n\n"              # LayerNorm's backward on xᵀ
+        "class Ctx:\n"
+        "    pass\n\n"
+        "def batch_norm_backward(dy, x, gamma, eps=1e-5):\n"
+        "    ctx = Ctx()\n"
+        "    mu = x.mean(0)\n"
+        "    s = torch.sqrt(((x - mu) ** 2).mean(0) + eps)\n"
+        "    xhat = (x - mu) / s\n"
+        "    ctx.saved_tensors = (xhat.T, s[:, None], None)\n"
+        "    ctx.has_bias = False\n"
+        "    dxT = LayerNormFunction.backward(ctx, (gamma * dy).T)[0]\n"
+        "    return dxT.T, (dy * xhat).sum(0), dy.sum(0)\n",
+    ],
+}
+
+# Correct solutions in other forms than the reference: each must pass
+RIGHT_ANSWERS = {
+    "ch08-layer-norm": [
+        "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"
+        "    var, mu = torch.var_mean(x, dim=-1, keepdim=True, unbiased=False)\n"
+        "    return (x - mu) * torch.rsqrt(var + eps) * gamma + beta\n",
+    ],
+    "ch08-rms-norm": [
+        "def rms_norm_rows(x, gamma, eps=1e-5):\n"
+        "    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma\n",
+        "def rms_norm_rows(x, gamma, eps=1e-5):\n"                    # via the norm: ‖x‖²/d
+        "    d = x.shape[-1]\n"
+        "    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)\n"
+        "    return gamma * x / torch.sqrt(norm ** 2 / d + eps)\n",
+    ],
+    "ch08-running-stats": [
+        "def update_running_stats(x, running_mean, running_var, momentum):\n"
+        "    var, mean = torch.var_mean(x, dim=0, correction=1)\n"
+        "    return running_mean.lerp(mean, momentum), running_var.lerp(var, momentum)\n",
+        "def update_running_stats(x, running_mean, running_var, momentum):\n"  # in place on copies
+        "    new_mean, new_var = running_mean.clone(), running_var.clone()\n"
+        "    new_mean.mul_(1 - momentum).add_(momentum * x.mean(0))\n"
+        "    new_var.mul_(1 - momentum).add_(momentum * x.var(0))\n"
+        "    return new_mean, new_var\n",
+    ],
+    "ch08-batch-norm-backward": [
+        "def batch_norm_backward(dy, x, gamma, eps=1e-5):\n"
+        "    n = x.shape[0]\n"
+        "    mu = x.mean(0)\n"
+        "    var = x.var(0, unbiased=False)\n"
+        "    xhat = (x - mu) / torch.sqrt(var + eps)\n"
+        "    dbeta, dgamma = dy.sum(0), (dy * xhat).sum(0)\n"
+        "    dx = gamma / (n * torch.sqrt(var + eps)) * (n * dy - dbeta - xhat * dgamma)\n"
+        "    return dx, dgamma, dbeta\n",
+    ],
+}

@@ -1,7 +1,6 @@
 """Typical wrong answers to chapter 10's exercises: each must fail its checker."""
 from collections import Counter
 
-import torch
 import torch.nn.functional as F
 
 
@@ -130,9 +129,91 @@ def bpe_library(text, merges):
     return BPETokenizer(merges).encode(text)
 
 
+def merge_library(ids, pair, new_id):
+    # mathref's merge step: right ids, refused by the check
+    from mathref.tokenizers import merge_pair
+    return merge_pair(ids, pair, new_id)
+
+
+def merge_in_place(ids, pair, new_id):
+    # right ids, but the list it was given is rewritten (the statement asks for a new list)
+    i = 0
+    while i < len(ids) - 1:
+        if (ids[i], ids[i + 1]) == tuple(pair):
+            ids[i:i + 2] = [new_id]
+        i += 1
+    return ids
+
+
+def pair_library(chunks):
+    # mathref's counting and tie rule: right pair, refused by the check
+    from mathref import tokenizers as T
+    return T.most_frequent_pair(T.pair_counts(chunks))
+
+
+def one_hot_library(ids, E):
+    from mathref.tokenizers import embed_one_hot
+    return embed_one_hot(ids, E)
+
+
+def one_hot_double(ids, E):
+    # a hard-coded float64: right for float64 tables only
+    return F.one_hot(ids, E.shape[0]).double() @ E.double()
+
+
+def one_hot_double_one_side(ids, E):
+    return F.one_hot(ids, E.shape[0]).double() @ E
+
+
+def _bpe_with_split(split):
+    """A right BPE encoder after a home-made pre-tokenization ``split(text)``."""
+    def bpe_encode(text, merges):
+        ranks = {tuple(m): r for r, m in enumerate(merges)}
+        out = []
+        for chunk in split(text):
+            ids = list(chunk.encode("utf-8"))
+            while len(ids) >= 2:
+                pair = min(zip(ids, ids[1:]), key=lambda p: ranks.get(p, float("inf")))
+                if pair not in ranks:
+                    break
+                ids = _merge(ids, pair, 256 + ranks[pair])
+            out += ids
+        return out
+    return bpe_encode
+
+
+def _regex_split(pattern):
+    import re
+    return lambda text: re.findall(pattern, text)
+
+
+def _space_split(text):
+    words = text.split(" ")
+    return [words[0]] + [" " + w for w in words[1:]]
+
+
+bpe_split_words_punct = _bpe_with_split(_regex_split(r" ?\w+| ?[^\s\w]+|\s+"))
+bpe_split_nonspace = _bpe_with_split(_regex_split(r"\S+|\s+"))
+bpe_split_on_spaces = _bpe_with_split(_space_split)
+bpe_split_no_lookahead = _bpe_with_split(_regex_split(      # runs of spaces stay together
+    r"'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+"))
+bpe_split_no_contractions = _bpe_with_split(_regex_split(
+    r" ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"))
+bpe_split_letters_with_digits = _bpe_with_split(_regex_split(
+    r"'(?:[sdmt]|ll|ve|re)| ?\w+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"))
+bpe_split_single_punctuation = _bpe_with_split(_regex_split(
+    r"'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)|\s+(?!\S)|\s+"))
+bpe_split_no_underscore = _bpe_with_split(_regex_split(
+    r"'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?[^\s\w]+|\s+(?!\S)|\s+"))
+bpe_split_digits_without_space = _bpe_with_split(_regex_split(
+    r"'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+|\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"))
+
+
 WRONG_ANSWERS = {
-    "ch10-merge-pair": [merge_first_only, merge_overlapping, merge_right_to_left],
-    "ch10-most-frequent-pair": [pair_across_chunks, pair_first_seen, pair_distinct_per_chunk],
+    "ch10-merge-pair": [merge_first_only, merge_overlapping, merge_right_to_left, merge_library,
+                        merge_in_place],
+    "ch10-most-frequent-pair": [pair_across_chunks, pair_first_seen, pair_distinct_per_chunk,
+                                pair_library],
     "ch10-one-hot-embedding": [
         lambda ids, E: F.one_hot(ids).to(E.dtype) @ E,        # width from the ids, not from E
         lambda ids, E: E[ids - 1],                             # off by one
@@ -141,7 +222,162 @@ WRONG_ANSWERS = {
         lambda ids, E: E[ids],                                 # right values, but by indexing
         lambda ids, E: F.embedding(ids, E),                    # indexing: refused by the check
         lambda ids, E: E.index_select(0, ids.flatten()).reshape(*ids.shape, E.shape[1]),
+        one_hot_library, one_hot_double, one_hot_double_one_side,
+        lambda ids, E: (F.one_hot(ids, E.shape[0]).to(E.dtype) @ E).detach(),   # no gradient
     ],
     "ch10-bpe-encode": [bpe_first_position, bpe_no_pretokenization, bpe_latest_first,
-                        bpe_off_by_one, bpe_library],
+                        bpe_off_by_one, bpe_library, bpe_split_words_punct, bpe_split_nonspace,
+                        bpe_split_on_spaces, bpe_split_no_lookahead, bpe_split_no_contractions,
+                        bpe_split_letters_with_digits, bpe_split_single_punctuation,
+                        bpe_split_no_underscore, bpe_split_digits_without_space],
+}
+
+
+# Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
+SHORTCUTS = {
+    "ch10-merge-pair": [
+        "from mathref.tokenizers import merge_pair as merge\n\n"
+        "def replace_pair(ids, pair, new_id):\n"
+        "    return merge(ids, pair, new_id)\n",
+        "import mathref.tokenizers as T\n\n"
+        "def replace_pair(ids, pair, new_id):\n"
+        "    return T.merge_pair(list(ids), tuple(pair), new_id)\n",
+    ],
+    "ch10-most-frequent-pair": [
+        "from mathref.tokenizers import most_frequent_pair, pair_counts\n\n"
+        "def top_pair(chunks):\n"
+        "    return most_frequent_pair(pair_counts(chunks))\n",
+        "from collections import Counter\n"
+        "import mathref.tokenizers as T\n\n"
+        "def top_pair(chunks):\n"
+        "    counts = Counter()\n"
+        "    for ids in chunks:\n"
+        "        counts.update(zip(ids, ids[1:]))\n"
+        "    return T.most_frequent_pair(counts)\n",
+    ],
+    "ch10-one-hot-embedding": [
+        "from mathref.tokenizers import embed_one_hot\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    return embed_one_hot(ids, E)\n",
+        "import torch.nn.functional as F\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    return F.embedding(ids, E)\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    return E.index_select(0, ids.reshape(-1)).reshape(*ids.shape, E.shape[-1])\n",
+        "def one_hot_lookup(ids, E):\n"
+        "    return E[ids]\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    # rows of the identity are one-hot vectors, but picking them is indexing too\n"
+        "    return torch.eye(E.shape[0], dtype=E.dtype)[ids] @ E\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    return E.as_subclass(torch.Tensor)[ids]\n",
+    ],
+    "ch10-bpe-encode": [
+        "from mathref.tokenizers import BPETokenizer\n\n"
+        "def bpe_encode(text, merges):\n"
+        "    return BPETokenizer(merges).encode(text, allowed_special=False)\n",
+        "import re\n"
+        "from mathref import tokenizers as T\n\n"
+        "def bpe_encode(text, merges):\n"
+        "    tok = T.BPETokenizer(merges)\n"
+        "    ids = []\n"
+        "    for chunk in re.findall(T.GPT2_SPLIT_PATTERN, text):\n"
+        "        ids += tok._encode_chunk(chunk.encode('utf-8'))\n"
+        "    return ids\n",
+        "from mathref.tokenizers import BPETokenizer as BPE\n\n"
+        "def bpe_encode(text, merges):\n"
+        "    return BPE(merges).encode_bytes(text.encode('utf-8'))\n",
+    ],
+}
+
+# Right answers in other forms than the reference: each must pass
+RIGHT_ANSWERS = {
+    "ch10-merge-pair": [
+        "def replace_pair(ids, pair, new_id):\n"
+        "    out, i = [], 0\n"
+        "    while i < len(ids):\n"
+        "        if tuple(ids[i:i + 2]) == tuple(pair):\n"
+        "            out.append(new_id)\n"
+        "            i += 2\n"
+        "        else:\n"
+        "            out.append(ids[i])\n"
+        "            i += 1\n"
+        "    return out\n",
+        "def replace_pair(ids, pair, new_id):\n"
+        "    out, skip = [], False\n"
+        "    for a, b in zip(ids, list(ids[1:]) + [None]):\n"
+        "        if skip:\n"
+        "            skip = False\n"
+        "        elif (a, b) == tuple(pair):\n"
+        "            out.append(new_id)\n"
+        "            skip = True\n"
+        "        else:\n"
+        "            out.append(a)\n"
+        "    return out\n",
+    ],
+    "ch10-most-frequent-pair": [
+        "from collections import Counter\n\n"
+        "def top_pair(chunks):\n"
+        "    counts = Counter(p for ids in chunks for p in zip(ids, ids[1:]))\n"
+        "    return max(counts, key=lambda p: (counts[p], -p[0], -p[1]))\n",
+        "def top_pair(chunks):\n"
+        "    counts = {}\n"
+        "    for ids in chunks:\n"
+        "        for a, b in zip(ids, ids[1:]):\n"
+        "            counts[(a, b)] = counts.get((a, b), 0) + 1\n"
+        "    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]\n",
+    ],
+    "ch10-one-hot-embedding": [
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    one_hot = (ids.unsqueeze(-1) == torch.arange(E.shape[0])).to(E.dtype)\n"
+        "    return one_hot @ E\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    one_hot = torch.zeros(*ids.shape, E.shape[0], dtype=E.dtype)\n"
+        "    return one_hot.scatter_(-1, ids[..., None], 1.0) @ E\n",
+        "import torch.nn.functional as F\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    return torch.einsum('...v,vd->...d', F.one_hot(ids, len(E)).to(E), E)\n",
+    ],
+    "ch10-bpe-encode": [
+        # every merge in training order, as section 10.2 shows is the same
+        "import re\n"
+        "from mathref.tokenizers import GPT2_SPLIT_PATTERN, merge_pair\n\n"
+        "def bpe_encode(text, merges):\n"
+        "    out = []\n"
+        "    for chunk in re.findall(GPT2_SPLIT_PATTERN, text):\n"
+        "        ids = list(chunk.encode('utf-8'))\n"
+        "        for r, pair in enumerate(merges):\n"
+        "            ids = merge_pair(ids, tuple(pair), 256 + r)\n"
+        "        out.extend(ids)\n"
+        "    return out\n",
+        # GPT-2's own spelling of the contractions: the same chunks
+        "import re\n\n"
+        "PATTERN = r\"'s|'t|'re|'ve|'m|'ll|'d| ?[^\\W\\d_]+| ?\\d+| ?(?:[^\\s\\w]|_)+|\\s+(?!\\S)|\\s+\"\n\n"
+        "def bpe_encode(text, merges):\n"
+        "    rank = {tuple(p): r for r, p in enumerate(merges)}\n"
+        "    out = []\n"
+        "    for chunk in re.findall(PATTERN, text):\n"
+        "        ids = list(chunk.encode('utf-8'))\n"
+        "        while True:\n"
+        "            pairs = [p for p in zip(ids, ids[1:]) if p in rank]\n"
+        "            if not pairs:\n"
+        "                break\n"
+        "            best = min(pairs, key=rank.get)\n"
+        "            merged, i = [], 0\n"
+        "            while i < len(ids):\n"
+        "                if tuple(ids[i:i + 2]) == best:\n"
+        "                    merged.append(256 + rank[best])\n"
+        "                    i += 2\n"
+        "                else:\n"
+        "                    merged.append(ids[i])\n"
+        "                    i += 1\n"
+        "            ids = merged\n"
+        "        out += ids\n"
+        "    return out\n",
+    ],
 }

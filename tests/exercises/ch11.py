@@ -159,14 +159,276 @@ def gqa_bw_by_autograd(q, k, v, G_O):
     return qa.grad, ka.grad, va.grad
 
 
+# ---- right numbers by a forbidden route: each is refused
+def mask_library(T):
+    from mathref.attention import causal_mask
+    return causal_mask(T)
+
+
+def count_by_building_the_layer(d, h, h_kv, bias):
+    from mathref.attention import MultiHeadAttention
+    return sum(p.numel() for p in MultiHeadAttention(d, h, h_kv, bias=bias).parameters())
+
+
+def attention_sdpa(q, k, v, mask=None):
+    import torch.nn.functional as F
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def softmax_bw_autograd(P, G_P):
+    S = P.log().detach().requires_grad_()        # softmax(log P) = P
+    return torch.autograd.grad(torch.softmax(S, -1), S, G_P)[0]
+
+
+def softmax_bw_builtin(P, G_P):
+    return torch._softmax_backward_data(G_P, P, -1, P.dtype)
+
+
+def softmax_bw_library(P, G_P):
+    import mathref.attention as A
+    return A.softmax_backward(P, G_P)
+
+
+def gqa_bw_library(q, k, v, G_O):
+    from mathref.attention import attention_backward, attention_weights, repeat_kv
+    H, H_kv = q.shape[1], k.shape[1]
+    K, V = repeat_kv(k, H // H_kv), repeat_kv(v, H // H_kv)
+    P = attention_weights(q, K, is_causal=True)
+    G_Q, G_K, G_V = attention_backward(q, K, V, P, G_O)
+    B, _, T, d = k.shape
+    return (G_Q, G_K.view(B, H_kv, H // H_kv, T, d).sum(2),
+            G_V.view(B, H_kv, H // H_kv, T, -1).sum(2))
+
+
 WRONG_ANSWERS = {
-    "ch11-causal-mask": [mask_reversed, mask_strict, mask_boolean, mask_large_negative_wrong_side],
-    "ch11-mha-param-count": [count_ignores_gqa, count_always_bias, count_wo_per_head],
+    "ch11-causal-mask": [mask_reversed, mask_strict, mask_boolean, mask_large_negative_wrong_side,
+                         mask_library],
+    "ch11-mha-param-count": [count_ignores_gqa, count_always_bias, count_wo_per_head,
+                             count_by_building_the_layer],
     "ch11-attention": [attention_unscaled, attention_scaled_by_dk, attention_mask_before_scaling,
-                       attention_softmax_over_queries],
+                       attention_softmax_over_queries, attention_sdpa],
     "ch11-softmax-backward": [softmax_bw_missing_term, softmax_bw_column_sum, softmax_bw_missing_p,
-                              softmax_bw_transposed_jacobian_row],
+                              softmax_bw_transposed_jacobian_row, softmax_bw_autograd,
+                              softmax_bw_builtin, softmax_bw_library],
     "ch11-multi-head": [mha_scaled_by_sqrt_dmodel, mha_bad_head_split, mha_wo_per_head],
     "ch11-gqa-backward": [gqa_bw_mean_over_group, gqa_bw_first_head_only, gqa_bw_interleaved_groups,
-                          gqa_bw_no_scale, gqa_bw_by_autograd],
+                          gqa_bw_no_scale, gqa_bw_by_autograd, gqa_bw_library],
+}
+
+
+# Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
+SHORTCUTS = {
+    "ch11-causal-mask": [
+        "from mathref.attention import causal_mask\n\n"
+        "def causal_additive_mask(T):\n"
+        "    return causal_mask(T)\n",
+        "import torch\n\n"
+        "def causal_additive_mask(T):\n"
+        "    return torch.nn.Transformer.generate_square_subsequent_mask(T)\n",
+        "import torch\n"
+        "import mathref.attention as A\n\n"
+        "def causal_additive_mask(T):\n"
+        "    return A.to_additive_mask(torch.ones(T, T, dtype=torch.bool).tril())\n",
+    ],
+    "ch11-mha-param-count": [
+        "from mathref.attention import MultiHeadAttention as MHA\n\n"
+        "def mha_param_count(d_model, n_heads, n_kv_heads, bias):\n"
+        "    layer = MHA(d_model, n_heads, n_kv_heads, bias=bias)\n"
+        "    return sum(p.numel() for p in layer.parameters())\n",
+        "from torch import nn\n\n"
+        "def mha_param_count(d_model, n_heads, n_kv_heads, bias):\n"
+        "    d_kv = n_kv_heads * (d_model // n_heads)\n"
+        "    layers = [nn.Linear(d_model, w, bias=bias) for w in (d_model, d_kv, d_kv, d_model)]\n"
+        "    return sum(p.numel() for layer in layers for p in layer.parameters())\n",
+        "from torch import nn\n\n"
+        "def mha_param_count(d_model, n_heads, n_kv_heads, bias):\n"
+        "    mha = nn.MultiheadAttention(d_model, n_heads, bias=bias)\n"
+        "    return sum(p.numel() for p in mha.parameters())\n",
+    ],
+    "ch11-attention": [
+        "import torch.nn.functional as F\n\n"
+        "def attention(q, k, v, mask=None):\n"
+        "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n",
+        "from torch.nn.functional import scaled_dot_product_attention as sdpa\n\n"
+        "def attention(q, k, v, mask=None):\n"
+        "    return sdpa(q, k, v, mask)\n",
+        "from mathref import attention as A\n\n"
+        "def attention(q, k, v, mask=None):\n"
+        "    return A.scaled_dot_product_attention(q, k, v, mask=mask)\n",
+        "from mathref.attention import attention_weights\n\n"
+        "def attention(q, k, v, mask=None):\n"
+        "    return attention_weights(q, k, mask=mask) @ v\n",
+    ],
+    "ch11-softmax-backward": [
+        "import torch\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    S = P.log().detach().requires_grad_()\n"
+        "    torch.softmax(S, dim=-1).backward(G_P)\n"
+        "    return S.grad\n",
+        "import torch\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    return torch._softmax_backward_data(G_P, P, -1, P.dtype)\n",
+        "import torch\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    return torch.ops.aten._softmax_backward_data(G_P, P, -1, P.dtype)\n",
+        "from mathref.attention import softmax_backward\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    return softmax_backward(P, G_P)\n",
+        # autograd through a softmax written out: refused as autograd
+        "import torch\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    S = P.log().detach().requires_grad_()\n"
+        "    E = S.exp()\n"
+        "    (E / E.sum(-1, keepdim=True)).backward(G_P)\n"
+        "    return S.grad\n",
+        "import torch\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    def f(S):\n"
+        "        E = S.exp()\n"
+        "        return E / E.sum(-1, keepdim=True)\n"
+        "    return torch.func.vjp(f, P.log())[1](G_P)[0]\n",
+        # finite differences of the forward softmax at S = log P
+        "import torch\n\n"
+        "def softmax_backward_rows(P, G_P, h=1e-6):\n"
+        "    S = P.log()\n"
+        "    G_S = torch.zeros_like(P)\n"
+        "    for n in range(P.shape[-1]):\n"
+        "        e = torch.zeros_like(P)\n"
+        "        e[..., n] = h\n"
+        "        dP = (S + e).softmax(-1) - (S - e).softmax(-1)\n"
+        "        G_S[..., n] = (G_P * dP).sum(-1) / (2 * h)\n"
+        "    return G_S\n",
+    ],
+    "ch11-multi-head": [
+        "import torch\n"
+        "from torch import nn\n\n"
+        "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
+        "    d, T = x.shape[-1], x.shape[1]\n"
+        "    mha = nn.MultiheadAttention(d, n_heads, bias=False, batch_first=True).to(x.dtype)\n"
+        "    with torch.no_grad():\n"
+        "        mha.in_proj_weight.copy_(torch.cat([W_Q.T, W_K.T, W_V.T]))\n"
+        "        mha.out_proj.weight.copy_(W_O.T)\n"
+        "    blocked = torch.ones(T, T, dtype=torch.bool).triu(1)\n"
+        "    return mha(x, x, x, attn_mask=blocked, need_weights=False)[0].detach()\n",
+        "import torch\n"
+        "from mathref.attention import MultiHeadAttention\n\n"
+        "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
+        "    layer = MultiHeadAttention(x.shape[-1], n_heads, bias=False).to(x.dtype)\n"
+        "    with torch.no_grad():\n"
+        "        layer.w_q.weight.copy_(W_Q.T)\n"
+        "        layer.w_k.weight.copy_(W_K.T)\n"
+        "        layer.w_v.weight.copy_(W_V.T)\n"
+        "        layer.w_o.weight.copy_(W_O.T)\n"
+        "    return layer(x, is_causal=True).detach()\n",
+    ],
+    "ch11-gqa-backward": [
+        "import torch\n"
+        "import torch.nn.functional as F\n\n"
+        "def gqa_attention_backward(q, k, v, G_O):\n"
+        "    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))\n"
+        "    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)\n"
+        "    return torch.autograd.grad(out, (q, k, v), G_O)\n",
+        "from mathref.attention import attention_backward, attention_weights, repeat_kv\n\n"
+        "def gqa_attention_backward(q, k, v, G_O):\n"
+        "    B, H, T, d = q.shape\n"
+        "    g = H // k.shape[1]\n"
+        "    K, V = repeat_kv(k, g), repeat_kv(v, g)\n"
+        "    P = attention_weights(q, K, is_causal=True)\n"
+        "    G_Q, G_K, G_V = attention_backward(q, K, V, P, G_O)\n"
+        "    return (G_Q, G_K.view(B, -1, g, T, d).sum(2),\n"
+        "            G_V.view(B, -1, g, T, G_V.shape[-1]).sum(2))\n",
+        "import math\n"
+        "import torch\n\n"
+        "def gqa_attention_backward(q, k, v, G_O):\n"
+        "    B, H, T, d = q.shape\n"
+        "    g = H // k.shape[1]\n"
+        "    K, V = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)\n"
+        "    c = 1 / math.sqrt(d)\n"
+        "    future = torch.ones(T, T, dtype=torch.bool).triu(1)\n"
+        "    P = torch.softmax((c * q @ K.transpose(-2, -1)).masked_fill(future, -math.inf), -1)\n"
+        "    G_S = torch._softmax_backward_data(G_O @ V.transpose(-2, -1), P, -1, P.dtype)\n"
+        "    G_K = (c * G_S.transpose(-2, -1) @ q).view(B, -1, g, T, d).sum(2)\n"
+        "    G_V = (P.transpose(-2, -1) @ G_O).view(B, -1, g, T, G_O.shape[-1]).sum(2)\n"
+        "    return c * G_S @ K, G_K, G_V\n",
+    ],
+}
+
+# Right answers in other forms than the reference: each must pass
+RIGHT_ANSWERS = {
+    "ch11-causal-mask": [
+        "import torch\n\n"
+        "def causal_additive_mask(T):\n"
+        "    return torch.full((T, T), float('-inf')).triu(1)\n",
+        "import torch\n\n"
+        "def causal_additive_mask(T):\n"
+        "    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]\n"
+        "    return torch.where(j > i, float('-inf'), 0.0).to(torch.float64)\n",
+    ],
+    "ch11-mha-param-count": [
+        "def mha_param_count(d_model, n_heads, n_kv_heads, bias):\n"
+        "    d_k = d_model // n_heads\n"
+        "    shapes = [(d_model, d_model), (d_model, n_kv_heads * d_k),\n"
+        "              (d_model, n_kv_heads * d_k), (d_model, d_model)]\n"
+        "    return sum(a * b + (b if bias else 0) for a, b in shapes)\n",
+    ],
+    "ch11-attention": [
+        "import math\n"
+        "import torch\n\n"
+        "def attention(q, k, v, mask=None):\n"
+        "    s = torch.einsum('...td,...sd->...ts', q / math.sqrt(q.shape[-1]), k)\n"
+        "    if mask is not None:\n"
+        "        s = s + mask\n"
+        "    e = torch.exp(s - s.amax(-1, keepdim=True))\n"
+        "    return (e / e.sum(-1, keepdim=True)) @ v\n",
+        "import math\n"
+        "import torch.nn.functional as F\n\n"
+        "def attention(q, k, v, mask=None):\n"
+        "    s = q @ k.mT * q.shape[-1] ** -0.5\n"
+        "    return F.softmax(s if mask is None else s + mask, dim=-1) @ v\n",
+    ],
+    "ch11-softmax-backward": [
+        "import torch\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    # G_S = G_P J with the Jacobian J = diag(p) − p pᵀ of each row\n"
+        "    J = torch.diag_embed(P) - P.unsqueeze(-1) * P.unsqueeze(-2)\n"
+        "    return (G_P.unsqueeze(-2) @ J).squeeze(-2)\n",
+        "import torch\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    return P * G_P - P * torch.einsum('...j,...j->...', G_P, P).unsqueeze(-1)\n",
+    ],
+    "ch11-multi-head": [
+        "import torch.nn.functional as F\n\n"
+        "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
+        "    B, T, d = x.shape\n"
+        "    heads = lambda y: y.view(B, T, n_heads, d // n_heads).transpose(1, 2)\n"
+        "    o = F.scaled_dot_product_attention(heads(x @ W_Q), heads(x @ W_K), heads(x @ W_V),\n"
+        "                                       is_causal=True)\n"
+        "    return o.transpose(1, 2).reshape(B, T, d) @ W_O\n",
+        "import math\n"
+        "import torch\n\n"
+        "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
+        "    B, T, d = x.shape\n"
+        "    h, d_k = n_heads, d // n_heads\n"
+        "    q, k, v = (torch.einsum('btd,dhk->bhtk', x, W.view(d, h, d_k)) for W in (W_Q, W_K, W_V))\n"
+        "    s = q @ k.transpose(-2, -1) / math.sqrt(d_k)\n"
+        "    s = s + torch.full((T, T), -math.inf, dtype=x.dtype).triu(1)\n"
+        "    o = torch.softmax(s, -1) @ v\n"
+        "    return torch.einsum('bhtk,hkd->btd', o, W_O.view(h, d_k, d))\n",
+    ],
+    "ch11-gqa-backward": [
+        "from mathref.attention import attention_weights, repeat_kv\n\n"
+        "def gqa_attention_backward(q, k, v, G_O):\n"
+        "    B, H, T, d = q.shape\n"
+        "    H_kv = k.shape[1]\n"
+        "    g = H // H_kv\n"
+        "    K, V = repeat_kv(k, g), repeat_kv(v, g)\n"
+        "    P = attention_weights(q, K, is_causal=True)\n"
+        "    G_P = G_O @ V.transpose(-2, -1)\n"
+        "    G_S = P * (G_P - (G_P * P).sum(-1, keepdim=True))\n"
+        "    c = d ** -0.5\n"
+        "    G_K = torch.zeros_like(k).index_add_(1, torch.arange(H) // g,\n"
+        "                                         c * G_S.transpose(-2, -1) @ q)\n"
+        "    G_V = torch.zeros_like(v).index_add_(1, torch.arange(H) // g, P.transpose(-2, -1) @ G_O)\n"
+        "    return c * G_S @ K, G_K, G_V\n",
+    ],
 }

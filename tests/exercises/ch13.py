@@ -117,3 +117,171 @@ WRONG_ANSWERS = {
     "ch13-cross-attention": [cross_causal, cross_scale_d, cross_self, cross_unmasked,
                              cross_interleaved_heads],
 }
+
+
+def shift_in_place(targets, bos_id):             # right numbers, but `targets` is overwritten
+    targets[:, 1:] = targets[:, :-1].clone()
+    targets[:, 0] = bos_id
+    return targets
+
+
+def dff_float_ceil(d_model, multiple_of):         # float division: off for very large d_model
+    return math.ceil(8 * d_model / (3 * multiple_of)) * multiple_of
+
+
+WRONG_ANSWERS["ch13-shift-right"].append(shift_in_place)
+WRONG_ANSWERS["ch13-swiglu-width"].append(dff_float_ceil)
+
+
+# Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
+_CROSS_HEADS = (
+    "    B, T, d = y.shape\n"
+    "    S, d_k = memory.shape[1], d // n_heads\n"
+    "    heads = lambda z, L: z.view(B, L, n_heads, d_k).transpose(1, 2)\n"
+    "    q, k, v = heads(y @ W_q, T), heads(memory @ W_k, S), heads(memory @ W_v, S)\n"
+    "    mask = src_allowed[:, None, None, :]\n")
+
+SHORTCUTS = {
+    "ch13-shift-right": [
+        "from mathref.transformer import shift_right as sr\n\n"
+        "def decoder_input_ids(targets, bos_id):\n"
+        "    return sr(targets, bos_id)\n",
+        "import mathref.transformer as T\n\n"
+        "def decoder_input_ids(targets, bos_id):\n"
+        "    return T.shift_right(targets.clone(), bos_id)\n",
+    ],
+    "ch13-swiglu-width": [
+        "from mathref.transformer import default_d_ff\n\n"
+        "def swiglu_d_ff(d_model, multiple_of):\n"
+        "    width = default_d_ff(d_model, 'swiglu')          # 8d/3 up to a multiple of 8\n"
+        "    return -(-width // multiple_of) * multiple_of\n",
+        "from mathref.transformer import FeedForward\n\n"
+        "def swiglu_d_ff(d_model, multiple_of):\n"
+        "    width = FeedForward(d_model, activation='swiglu').fc.out_features\n"
+        "    return -(-width // multiple_of) * multiple_of\n",
+    ],
+    "ch13-decoder-params": [
+        "from mathref.transformer import block_parameters\n\n"
+        "def decoder_block_parameters(d_model, d_ff):\n"
+        "    return block_parameters(d_model, d_ff, kind='decoder')\n",
+        "from torch import nn\n\n"
+        "def decoder_block_parameters(d_model, d_ff):\n"
+        "    layer = nn.TransformerDecoderLayer(d_model, 1, d_ff)\n"
+        "    return sum(p.numel() for p in layer.parameters())\n",
+        "import torch.nn as nn\n\n"
+        "def decoder_block_parameters(d_model, d_ff):\n"
+        "    parts = [nn.MultiheadAttention(d_model, 1), nn.MultiheadAttention(d_model, 1),\n"
+        "             nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)]\n"
+        "    parts += [nn.LayerNorm(d_model) for _ in range(3)]\n"
+        "    return sum(p.nelement() for part in parts for p in part.parameters())\n",
+        "from mathref.transformer import DecoderBlock\n\n"
+        "def decoder_block_parameters(d_model, d_ff):\n"
+        "    block = DecoderBlock(d_model, 1, d_ff)\n"
+        "    return sum(t.shape.numel() for t in block.state_dict().values())\n",
+    ],
+    "ch13-pre-norm-block": [
+        # first: a form that also runs through the grader, where attn, ffn and the norms are
+        # handles to the checker's modules and cannot become children of a new module
+        "import types\n"
+        "from mathref.transformer import EncoderBlock\n\n"
+        "def pre_norm_block(x, attn, ffn, norm1, norm2):\n"
+        "    me = types.SimpleNamespace(d_model=x.shape[-1], norm_first=True, self_attn=attn,\n"
+        "                               norm1=norm1, norm2=norm2, ffn=ffn, dropout1=lambda t: t)\n"
+        "    return EncoderBlock.forward(me, x)\n",
+        "from mathref.transformer import EncoderBlock\n\n"
+        "def pre_norm_block(x, attn, ffn, norm1, norm2):\n"
+        "    block = EncoderBlock(x.shape[-1], 2, norm_first=True).to(x.dtype)\n"
+        "    block.self_attn, block.ffn, block.norm1, block.norm2 = attn, ffn, norm1, norm2\n"
+        "    return block(x)\n",
+        "from torch import nn\n\n"
+        "def pre_norm_block(x, attn, ffn, norm1, norm2):\n"
+        "    layer = nn.TransformerEncoderLayer(x.shape[-1], 2, 16, dropout=0.0, norm_first=True,\n"
+        "                                       batch_first=True).to(x.dtype)\n"
+        "    layer.norm1, layer.norm2 = norm1, norm2\n"
+        "    return layer(x)\n",
+    ],
+    "ch13-cross-attention": [
+        "import torch\n"
+        "from torch import nn\n\n"
+        "def cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed):\n"
+        "    mha = nn.MultiheadAttention(y.shape[-1], n_heads, bias=False, batch_first=True)\n"
+        "    mha = mha.to(y.dtype)\n"
+        "    with torch.no_grad():\n"
+        "        mha.in_proj_weight.copy_(torch.cat([W_q.T, W_k.T, W_v.T]))\n"
+        "        mha.out_proj.weight.copy_(W_o.T)\n"
+        "    return mha(y, memory, memory, key_padding_mask=~src_allowed,\n"
+        "               average_attn_weights=False)\n",
+        "import math\n"
+        "from torch.nn.functional import scaled_dot_product_attention as sdpa\n\n"
+        "def cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed):\n"
+        + _CROSS_HEADS +
+        "    scores = q @ k.transpose(-1, -2) / math.sqrt(d_k)\n"
+        "    weights = scores.masked_fill(~mask, float('-inf')).softmax(-1)\n"
+        "    out = sdpa(q, k, v, attn_mask=mask)\n"
+        "    return out.transpose(1, 2).reshape(B, T, d) @ W_o, weights\n",
+        "from mathref.attention import scaled_dot_product_attention\n\n"
+        "def cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed):\n"
+        + _CROSS_HEADS +
+        "    out, weights = scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True)\n"
+        "    return out.transpose(1, 2).reshape(B, T, d) @ W_o, weights\n",
+        "import torch\n\n"
+        "def cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed):\n"
+        + _CROSS_HEADS +
+        "    out, weights = torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask=mask)\n"
+        "    return out.transpose(1, 2).reshape(B, T, d) @ W_o, weights\n",
+        "import torch\n\n"
+        "def cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed):\n"
+        + _CROSS_HEADS +
+        "    out = torch.ops.aten.scaled_dot_product_attention.default(q, k, v, attn_mask=mask)\n"
+        "    weights = (q @ k.transpose(-1, -2) / d_k ** 0.5).masked_fill(~mask, -1e30).softmax(-1)\n"
+        "    return out.transpose(1, 2).reshape(B, T, d) @ W_o, weights\n",
+    ],
+}
+
+# Correct solutions in other forms than the reference: each must pass
+RIGHT_ANSWERS = {
+    "ch13-shift-right": [
+        "import torch.nn.functional as F\n\n"
+        "def decoder_input_ids(targets, bos_id):\n"
+        "    return F.pad(targets[:, :-1], (1, 0), value=bos_id)\n",
+        "def decoder_input_ids(targets, bos_id):\n"
+        "    out = targets.new_full(targets.shape, bos_id)\n"
+        "    out[:, 1:] = targets[:, :-1]\n"
+        "    return out\n",
+    ],
+    "ch13-swiglu-width": [
+        "def swiglu_d_ff(d_model, multiple_of):\n"
+        "    step = 3 * multiple_of\n"
+        "    return (8 * d_model + step - 1) // step * multiple_of\n",
+        "import math\n"
+        "from fractions import Fraction\n\n"
+        "def swiglu_d_ff(d_model, multiple_of):\n"
+        "    return math.ceil(Fraction(8 * d_model, 3 * multiple_of)) * multiple_of\n",
+    ],
+    "ch13-decoder-params": [
+        "def decoder_block_parameters(d_model, d_ff):\n"
+        "    d = d_model\n"
+        "    return 8 * d * d + 2 * d * d_ff + d_ff + 15 * d\n",
+    ],
+    "ch13-pre-norm-block": [
+        "import torch\n\n"
+        "def pre_norm_block(x, attn, ffn, norm1, norm2):\n"
+        "    h = torch.add(x, attn(norm1(x)))\n"
+        "    return h + ffn(norm2(h))\n",
+    ],
+    "ch13-cross-attention": [
+        "import torch\n\n"
+        "def cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed):\n"
+        "    B, T, d = y.shape\n"
+        "    d_k = d // n_heads\n"
+        "    q = torch.einsum('btd,de->bte', y, W_q).unflatten(-1, (n_heads, d_k))\n"
+        "    k = torch.einsum('bsd,de->bse', memory, W_k).unflatten(-1, (n_heads, d_k))\n"
+        "    v = torch.einsum('bsd,de->bse', memory, W_v).unflatten(-1, (n_heads, d_k))\n"
+        "    scores = torch.einsum('bthk,bshk->bhts', q, k) * d_k ** -0.5\n"
+        "    allowed = src_allowed[:, None, None, :]\n"
+        "    scores = torch.where(allowed, scores, torch.finfo(scores.dtype).min)\n"
+        "    weights = torch.nn.functional.softmax(scores, dim=-1)\n"
+        "    out = torch.einsum('bhts,bshk->bthk', weights, v).flatten(-2)\n"
+        "    return out @ W_o, weights\n",
+    ],
+}

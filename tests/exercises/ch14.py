@@ -123,3 +123,195 @@ WRONG_ANSWERS = {
                               decode_query_not_rotated, decode_values_rotated, decode_without_scale,
                               decode_prepends],
 }
+
+
+def top_p_strict_boundary(probs, top_p):   # `>`: keeps a token whose mass above is exactly top_p
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    before = sorted_probs.cumsum(-1) - sorted_probs
+    sorted_probs = sorted_probs.masked_fill(before > top_p, 0.0)
+    kept = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+WRONG_ANSWERS["ch14-top-p"].append(top_p_strict_boundary)
+
+
+# Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
+_SAMPLED_SUPPORT = (                      # which tokens sample_next can draw: the filtered set
+    "    g = torch.Generator().manual_seed(0)\n"
+    "    seen = torch.zeros(x.shape, dtype=torch.bool)\n"
+    "    rows = torch.arange(x.shape[0])\n"
+    "    for _ in range(2000):\n"
+    "        seen[rows, draw(x, generator=g)] = True\n")
+
+SHORTCUTS = {
+    "ch14-next-token-pairs": [
+        "import torch\n"
+        "from mathref.data import get_batch\n\n"
+        "def next_token_pairs(ids):\n"
+        "    pairs = [get_batch(row, 1, ids.shape[1] - 1) for row in ids]   # one window: start 0\n"
+        "    return torch.cat([x for x, _ in pairs]), torch.cat([y for _, y in pairs])\n",
+    ],
+    "ch14-perplexity-bpb": [
+        "from mathref.losses import perplexity, bits_per_byte as bpb\n\n"
+        "def perplexity_and_bpb(total_nll_nats, n_tokens, n_bytes):\n"
+        "    return perplexity(total_nll_nats / n_tokens), bpb(total_nll_nats, n_bytes)\n",
+        "import math\n"
+        "import mathref.losses as L\n\n"
+        "def perplexity_and_bpb(total_nll_nats, n_tokens, n_bytes):\n"
+        "    return math.exp(total_nll_nats / n_tokens), L.bits_per_byte(total_nll_nats, n_bytes)\n",
+    ],
+    "ch14-top-k": [
+        "import torch\n"
+        "from mathref.gpt import sample_next\n\n"
+        "def top_k_filter(logits, k):\n"
+        "    x = logits\n"
+        "    draw = lambda x, generator: sample_next(x, top_k=k, generator=generator)\n"
+        + _SAMPLED_SUPPORT +
+        "    return logits.masked_fill(~seen, float('-inf'))\n",
+        "import torch\n"
+        "import mathref.gpt as G\n\n"
+        "def top_k_filter(logits, k):\n"
+        "    x = logits\n"
+        "    draw = lambda x, generator: G.sample_next(x, temperature=1.0, top_k=k, generator=generator)\n"
+        + _SAMPLED_SUPPORT +
+        "    return torch.where(seen, logits, float('-inf'))\n",
+    ],
+    "ch14-top-p": [
+        "import torch\n"
+        "from mathref.gpt import sample_next as draw_nucleus\n\n"
+        "def top_p_probs(probs, top_p):\n"
+        "    x = probs.log()\n"
+        "    draw = lambda x, generator: draw_nucleus(x, top_p=top_p, generator=generator)\n"
+        + _SAMPLED_SUPPORT +
+        "    kept = probs * seen\n"
+        "    return kept / kept.sum(-1, keepdim=True)\n",
+    ],
+    "ch14-rope-decode-step": [
+        "import torch\n"
+        "import torch.nn.functional as F\n"
+        "from mathref.positions import apply_rope\n\n"
+        "def rope_decode_step(q_new, k_new, v_new, k_cache, v_cache):\n"
+        "    position = torch.tensor([k_cache.shape[-2]])\n"
+        "    k_cache = torch.cat([k_cache, apply_rope(k_new, positions=position)], dim=-2)\n"
+        "    v_cache = torch.cat([v_cache, v_new], dim=-2)\n"
+        "    out = F.scaled_dot_product_attention(apply_rope(q_new, positions=position), k_cache, v_cache)\n"
+        "    return out, k_cache, v_cache\n",
+        "import torch\n"
+        "from mathref.attention import scaled_dot_product_attention as attend\n"
+        "from mathref.gpt import KVCache\n"
+        "from mathref.positions import apply_rope\n\n"
+        "def rope_decode_step(q_new, k_new, v_new, k_cache, v_cache):\n"
+        "    position = torch.tensor([k_cache.shape[-2]])\n"
+        "    cache = KVCache(1)\n"
+        "    cache.update(0, k_cache, v_cache)\n"
+        "    k, v = cache.update(0, apply_rope(k_new, positions=position), v_new)\n"
+        "    return attend(apply_rope(q_new, positions=position), k, v, is_causal=True), k, v\n",
+        "import torch\n"
+        "from mathref.efficient import flash_attention\n"
+        "from mathref.positions import apply_rope\n\n"
+        "def rope_decode_step(q_new, k_new, v_new, k_cache, v_cache):\n"
+        "    position = torch.tensor([k_cache.shape[-2]])\n"
+        "    k = torch.cat([k_cache, apply_rope(k_new, positions=position)], dim=-2)\n"
+        "    v = torch.cat([v_cache, v_new], dim=-2)\n"
+        "    return flash_attention(apply_rope(q_new, positions=position), k, v), k, v\n",
+    ],
+}
+
+# Correct solutions in other forms than the reference: each must pass
+RIGHT_ANSWERS = {
+    "ch14-next-token-pairs": [
+        "def next_token_pairs(ids):\n"
+        "    T = ids.shape[1] - 1\n"
+        "    return ids.narrow(1, 0, T).clone(), ids.narrow(1, 1, T).clone()\n",
+    ],
+    "ch14-perplexity-bpb": [
+        "import torch\n\n"
+        "def perplexity_and_bpb(total_nll_nats, n_tokens, n_bytes):\n"
+        "    total = torch.tensor(total_nll_nats)             # float32\n"
+        "    return torch.exp(total / n_tokens), total / n_bytes / torch.log(torch.tensor(2.0))\n",
+        "import math\n\n"
+        "def perplexity_and_bpb(total_nll_nats, n_tokens, n_bytes):\n"
+        "    bits = total_nll_nats * math.log2(math.e)\n"
+        "    return 2 ** (bits / n_tokens), bits / n_bytes\n",
+    ],
+    "ch14-top-k": [
+        "import torch\n\n"
+        "def top_k_filter(logits, k):\n"
+        "    kth = torch.kthvalue(logits, logits.shape[-1] - k + 1, dim=-1, keepdim=True).values\n"
+        "    return torch.where(logits >= kth, logits, float('-inf'))\n",
+        "import torch\n\n"
+        "def top_k_filter(logits, k):\n"
+        "    top = logits.topk(k, dim=-1)\n"
+        "    out = torch.full_like(logits, float('-inf'))\n"
+        "    return out.scatter(-1, top.indices, top.values)\n",
+        "def top_k_filter(logits, k):\n"
+        "    kth = logits.sort(dim=-1, descending=True).values[:, k - 1:k]\n"
+        "    return logits.masked_fill(logits < kth, float('-inf'))\n",
+    ],
+    "ch14-top-p": [
+        "import torch\n\n"
+        "def top_p_probs(probs, top_p):\n"
+        "    order = probs.argsort(dim=-1, descending=True)\n"
+        "    sorted_probs = probs.gather(-1, order)\n"
+        "    keep_sorted = sorted_probs.cumsum(-1) - sorted_probs < top_p   # mass above < top_p\n"
+        "    keep = keep_sorted.gather(-1, order.argsort(dim=-1))\n"
+        "    kept = torch.where(keep, probs, torch.zeros_like(probs))\n"
+        "    return kept / kept.sum(-1, keepdim=True)\n",
+    ],
+    "ch14-rope-decode-step": [
+        "import math\n"
+        "import torch\n\n"
+        "def rotate(x, position):\n"
+        "    d = x.shape[-1]\n"
+        "    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
+        "    cos, sin = torch.cos(position * theta), torch.sin(position * theta)\n"
+        "    x1, x2 = x[..., : d // 2], x[..., d // 2:]\n"
+        "    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)\n\n"
+        "def rope_decode_step(q_new, k_new, v_new, k_cache, v_cache):\n"
+        "    S = k_cache.shape[-2]\n"
+        "    k_cache = torch.cat([k_cache, rotate(k_new, S)], dim=-2)\n"
+        "    v_cache = torch.cat([v_cache, v_new], dim=-2)\n"
+        "    scores = torch.einsum('bhqd,bhkd->bhqk', rotate(q_new, S), k_cache)\n"
+        "    weights = torch.nn.functional.softmax(scores / math.sqrt(q_new.shape[-1]), dim=-1)\n"
+        "    return torch.einsum('bhqk,bhkd->bhqd', weights, v_cache), k_cache, v_cache\n",
+    ],
+}
+
+
+def pairs_as_float(ids):
+    return ids[:, :-1].float(), ids[:, 1:].float()
+
+
+def rope_decode_adjacent(q_new, k_new, v_new, k_cache, v_cache):
+    import math
+
+    def rot(x, pos):
+        d = x.shape[-1]
+        theta = 10000.0 ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)
+        z = torch.complex(x[..., 0::2], x[..., 1::2]) * torch.polar(
+            torch.ones(d // 2, dtype=torch.float64), pos * theta)
+        return torch.stack([z.real, z.imag], dim=-1).flatten(-2)
+    S = k_cache.shape[-2]
+    q, k = rot(q_new, S), rot(k_new, S)
+    k_cache, v_cache = torch.cat([k_cache, k], -2), torch.cat([v_cache, v_new], -2)
+    w = torch.softmax(q @ k_cache.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1)
+    return w @ v_cache, k_cache, v_cache
+
+
+WRONG_ANSWERS["ch14-next-token-pairs"] = WRONG_ANSWERS["ch14-next-token-pairs"] + [pairs_as_float]
+WRONG_ANSWERS["ch14-rope-decode-step"] = WRONG_ANSWERS["ch14-rope-decode-step"] + [rope_decode_adjacent]
+RIGHT_ANSWERS["ch14-rope-decode-step"] = RIGHT_ANSWERS["ch14-rope-decode-step"] + [
+    "import math\nimport torch\n\n"
+    "def rope_decode_step(q_new, k_new, v_new, k_cache, v_cache):\n"
+    "    d = q_new.shape[-1]\n"
+    "    S = k_cache.shape[-2]\n"
+    "    theta = 10000 ** (-torch.arange(0, d // 2) * 2 / d)      # float32 angles\n"
+    "    c, s = torch.cos(S * theta).double(), torch.sin(S * theta).double()\n"
+    "    def rot(x):\n"
+    "        a, b = x[..., : d // 2], x[..., d // 2:]\n"
+    "        return torch.cat([a * c - b * s, a * s + b * c], -1)\n"
+    "    k_cache = torch.cat([k_cache, rot(k_new)], -2)\n"
+    "    v_cache = torch.cat([v_cache, v_new], -2)\n"
+    "    w = torch.softmax(rot(q_new) @ k_cache.transpose(-2, -1) / math.sqrt(d), -1)\n"
+    "    return w @ v_cache, k_cache, v_cache\n"]

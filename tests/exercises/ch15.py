@@ -130,3 +130,145 @@ WRONG_ANSWERS = {
     "ch15-flash-tile-step": [tile_acc_not_rescaled, tile_without_scale, tile_max_of_tile_only,
                              tile_rescale_sign_flipped, tile_no_max_subtracted],
 }
+
+
+# Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
+SHORTCUTS = {
+    "ch15-kv-cache-bytes": [
+        "from mathref.efficient import kv_cache_bytes as size\n\n"
+        "def kv_cache_size(n_layers, batch, n_kv_heads, seq_len, d_head, bytes_per_element):\n"
+        "    return size(n_layers, batch, n_kv_heads, seq_len, d_head, bytes_per_element)\n",
+        "import mathref.efficient as E\n\n"
+        "def kv_cache_size(*args):\n"
+        "    return E.kv_cache_bytes(*args)\n",
+    ],
+    "ch15-crossover-length": [
+        "from mathref.efficient import layer_flops\n\n"
+        "def crossover_length(d, d_ff):\n"
+        "    per_token = layer_flops(1, d, d_ff)      # attention grows with T, the rest does not\n"
+        "    return (per_token['projections'] + per_token['ffn']) / per_token['attention']\n",
+        "from mathref.transformer import block_flops\n"
+        "from mathref.efficient import attention_flops\n\n"
+        "def crossover_length(d, d_ff):\n"
+        "    matrices = block_flops(d, 1, d_ff) - attention_flops(1, d)\n"
+        "    return matrices / attention_flops(1, d)\n",
+    ],
+    "ch15-flops-per-token": [
+        "from types import SimpleNamespace\n"
+        "from mathref.gpt import GPT\n\n"
+        "def flops_per_token(n_params, n_layer, d_model, T):\n"
+        "    model = SimpleNamespace(config=SimpleNamespace(n_layer=n_layer, d_model=d_model),\n"
+        "                            matmul_parameters=lambda: n_params)\n"
+        "    return GPT.flops_per_token(model, T)\n",
+        "from types import SimpleNamespace\n"
+        "import mathref.gpt\n\n"
+        "def flops_per_token(n_params, n_layer, d_model, T):\n"
+        "    model = SimpleNamespace(config=SimpleNamespace(n_layer=n_layer, d_model=d_model),\n"
+        "                            matmul_parameters=lambda: n_params)\n"
+        "    model.flops_per_token = lambda T: mathref.gpt.GPT.flops_per_token(model, T)\n"
+        "    return mathref.gpt.GPT.mfu(model, 1.0, 1.0, T)\n",
+    ],
+    "ch15-merge-softmax-states": [
+        "import torch\n\n"
+        "def merge_softmax_states(m1, l1, acc1, m2, l2, acc2):\n"
+        "    lse1, lse2 = m1 + l1.log(), m2 + l2.log()\n"
+        "    lse = torch.logaddexp(lse1, lse2)        # log of the merged sum, stable\n"
+        "    m = torch.maximum(m1, m2)\n"
+        "    l = torch.exp(lse - m)\n"
+        "    return m, l, l * (torch.exp(lse1 - lse) * acc1 / l1 + torch.exp(lse2 - lse) * acc2 / l2)\n",
+        "import torch\n\n"
+        "def merge_softmax_states(m1, l1, acc1, m2, l2, acc2):\n"
+        "    lse = torch.stack([m1 + l1.log(), m2 + l2.log()]).logsumexp(0)\n"
+        "    m = torch.maximum(m1, m2)\n"
+        "    return m, torch.exp(lse - m), torch.exp(m1 - m) * acc1 + torch.exp(m2 - m) * acc2\n",
+    ],
+    "ch15-loss-scale-update": [
+        "from mathref.efficient import DynamicLossScaler\n\n"
+        "def update_scale(scale, good_steps, found_inf, growth_interval):\n"
+        "    scaler = DynamicLossScaler(scale, growth_interval=growth_interval)\n"
+        "    scaler.good_steps, scaler.found_inf = good_steps, found_inf\n"
+        "    return scaler.update(), scaler.good_steps\n",
+        "import torch\n\n"
+        "def update_scale(scale, good_steps, found_inf, growth_interval):\n"
+        "    s = torch.tensor([scale])\n"
+        "    tracker = torch.tensor([good_steps], dtype=torch.int32)\n"
+        "    torch._amp_update_scale_(s, tracker, torch.tensor([float(found_inf)]), 2.0, 0.5,\n"
+        "                             growth_interval)\n"
+        "    return s.item(), int(tracker)\n",
+    ],
+    "ch15-flash-tile-step": [
+        "import torch\n"
+        "from mathref.efficient import flash_attention\n\n"
+        "def flash_tile_step(q, k_tile, v_tile, m, l, acc):\n"
+        "    out, lse = flash_attention(q, k_tile, v_tile, return_lse=True)   # this tile alone\n"
+        "    m_new = torch.maximum(m, (q @ k_tile.T / q.shape[-1] ** 0.5).amax(-1))\n"
+        "    l_tile, c = torch.exp(lse - m_new), torch.exp(m - m_new)\n"
+        "    return m_new, l * c + l_tile, acc * c[:, None] + l_tile[:, None] * out\n",
+        "import torch\n\n"
+        "def flash_tile_step(q, k_tile, v_tile, m, l, acc):\n"
+        "    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(\n"
+        "        q[None, None], k_tile[None, None], v_tile[None, None])[:2]\n"
+        "    out, lse = out[0, 0], lse[0, 0]\n"
+        "    m_new = torch.maximum(m, (q @ k_tile.T / q.shape[-1] ** 0.5).amax(-1))\n"
+        "    l_tile, c = torch.exp(lse - m_new), torch.exp(m - m_new)\n"
+        "    return m_new, l * c + l_tile, acc * c[:, None] + l_tile[:, None] * out\n",
+        "import torch\n"
+        "import torch.nn.functional as F\n\n"
+        "def flash_tile_step(q, k_tile, v_tile, m, l, acc):\n"
+        "    s = q @ k_tile.T / q.shape[-1] ** 0.5\n"
+        "    out = F.scaled_dot_product_attention(q, k_tile, v_tile)\n"
+        "    m_new = torch.maximum(m, s.amax(-1))\n"
+        "    l_tile, c = torch.exp(s - m_new[:, None]).sum(-1), torch.exp(m - m_new)\n"
+        "    return m_new, l * c + l_tile, acc * c[:, None] + l_tile[:, None] * out\n",
+        "import torch\n\n"
+        "def flash_tile_step(q, k_tile, v_tile, m, l, acc):\n"
+        "    s = q @ k_tile.T / q.shape[-1] ** 0.5\n"
+        "    m_new = torch.maximum(m, s.amax(-1))\n"
+        "    lse = torch.logaddexp(m + l.log(), s.logsumexp(-1))     # old and new sums, in logs\n"
+        "    c = torch.exp(m - m_new)\n"
+        "    return m_new, torch.exp(lse - m_new), acc * c[:, None] + torch.exp(s - m_new[:, None]) @ v_tile\n",
+    ],
+}
+
+# Correct solutions in other forms than the reference: each must pass
+RIGHT_ANSWERS = {
+    "ch15-kv-cache-bytes": [
+        "import math\n\n"
+        "def kv_cache_size(n_layers, batch, n_kv_heads, seq_len, d_head, bytes_per_element):\n"
+        "    per_token = 2 * n_kv_heads * d_head * bytes_per_element     # K and V, one layer\n"
+        "    return math.prod([n_layers, batch, seq_len]) * per_token\n",
+    ],
+    "ch15-crossover-length": [
+        "def crossover_length(d, d_ff):\n"
+        "    return (8 * d * d + 4 * d * d_ff) / (4 * d)     # 4T²d = 8Td² + 4Td·d_ff, divided by 4Td\n",
+    ],
+    "ch15-flops-per-token": [
+        "def flops_per_token(n_params, n_layer, d_model, T):\n"
+        "    return 6 * n_params + 12 * n_layer * d_model * T\n",
+    ],
+    "ch15-merge-softmax-states": [
+        "import torch\n\n"
+        "def merge_softmax_states(m1, l1, acc1, m2, l2, acc2):\n"
+        "    if m1 >= m2:\n"
+        "        c = torch.exp(m2 - m1)\n"
+        "        return m1, l1 + c * l2, acc1 + c * acc2\n"
+        "    c = torch.exp(m1 - m2)\n"
+        "    return m2, c * l1 + l2, c * acc1 + acc2\n",
+    ],
+    "ch15-loss-scale-update": [
+        "def update_scale(scale, good_steps, found_inf, growth_interval):\n"
+        "    if found_inf:\n"
+        "        return scale / 2, 0\n"
+        "    grown, good_steps = divmod(good_steps + 1, growth_interval)\n"
+        "    return scale * 2 ** grown, good_steps\n",
+    ],
+    "ch15-flash-tile-step": [
+        "import torch\n\n"
+        "def flash_tile_step(q, k_tile, v_tile, m, l, acc):\n"
+        "    s = torch.einsum('qd,kd->qk', q, k_tile) * q.shape[-1] ** -0.5\n"
+        "    m_new = torch.max(torch.stack([m, s.amax(dim=-1)]), dim=0).values\n"
+        "    p = torch.exp(s - m_new.unsqueeze(-1))\n"
+        "    c = torch.exp(m - m_new)\n"
+        "    return m_new, c * l + p.sum(-1), c.unsqueeze(-1) * acc + torch.einsum('qk,kd->qd', p, v_tile)\n",
+    ],
+}
