@@ -273,6 +273,14 @@ def test_sandboxed_code_never_runs_as_root_and_sees_only_its_folder(tmp_path):
     assert not seen["shadow"] and not seen["other"], seen
 
 
+def test_the_trusted_verifier_runs_under_its_own_memory_limit():
+    from mathref.grade import sandbox
+    probe = "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0])"
+    run = subprocess.run(sandbox.trusted([sys.executable, "-c", probe]), capture_output=True,
+                         text=True, timeout=60, check=True)
+    assert int(run.stdout) == sandbox.VERIFIER_LIMITS["as"] == 16 * 2 ** 30
+
+
 def test_the_verifier_refuses_a_forged_expanded_tensor(monkeypatch):
     """A 1.5 KB message carrying a stride-0 view of 10^10 elements (an 'expand' of a tiny
     storage): the trusted side refuses it at decoding, before any arithmetic materializes it."""

@@ -152,8 +152,9 @@ def _verify(session, workdir, nb):
     env["PYTHONDONTWRITEBYTECODE"] = "1"   # the snapshot stays exactly as copied (see intact)
     env["OMP_NUM_THREADS"] = "1"
     wall = (len(exercises) + 1) * session.exercise_timeout + 60
-    process = subprocess.Popen([sandbox.python(), "-m", "mathref.grade.verify", str(job_file),
-                                str(result_file)], env=env, stdin=subprocess.DEVNULL,
+    argv = sandbox.trusted([sandbox.python(), "-m", "mathref.grade.verify", str(job_file),
+                            str(result_file)])
+    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                start_new_session=True, cwd=str(session.root))
     try:
