@@ -306,7 +306,12 @@ def test_the_verifier_refuses_a_forged_expanded_tensor(monkeypatch):
     assert torch.equal(endpoint.decode(("T", honest, False)), honest)
 
 
-ALL_SHORTCUT_CHAPTERS = [path.stem for path in NOTEBOOKS]
+# one chapter per kind of rule: autograd refused, optimizer internals, aten operators, torch
+# built-ins and methods, modules handed to the solution as handles. All fifteen cost make test
+# two minutes: GRADE_ALL_CHAPTERS=1 runs every chapter.
+ALL_SHORTCUT_CHAPTERS = ([path.stem for path in NOTEBOOKS] if os.environ.get("GRADE_ALL_CHAPTERS")
+                         else ["04_autodiff", "06_optimizers", "08_normalization", "11_attention",
+                               "13_transformer"])
 
 
 @pytest.mark.parametrize("chapter", ALL_SHORTCUT_CHAPTERS)

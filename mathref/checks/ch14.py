@@ -108,7 +108,7 @@ def check_ch14_top_k(top_k_filter):
             expect(torch.equal(torch.isneginf(got[row]), torch.isneginf(want)),
                    f"row {row} with k={k}: the kept entries must be the {k} largest of that row "
                    f"and the others −inf")
-            expect(torch.allclose(got[row, keep], logits[row, keep]),
+            expect(torch.allclose(got[row, keep].double(), logits[row, keep].double()),
                    "the kept logits must be unchanged")
     return "k largest per row kept, the rest −inf"
 
@@ -211,7 +211,7 @@ def check_ch14_rope_decode_step(rope_decode_step):
             expect(tuple(k_cache.shape) == (B, H, t + 1, d) and tuple(v_cache.shape) == (B, H, t + 1, d),
                    f"after decoding position {t} the caches must be [B, H, {t + 1}, d_k] = "
                    f"{[B, H, t + 1, d]}, got {list(k_cache.shape)} and {list(v_cache.shape)}")
-            expect(torch.allclose(v_cache, v[:, :, :t + 1], atol=1e-12),
+            expect(torch.allclose(v_cache.double(), v[:, :, :t + 1], atol=1e-6),
                    f"after position {t} {where}, v_cache must hold the values of positions 0…{t} "
                    "unrotated, in order")
             # 1e-6: angles computed in float32 (10000 ** (-arange(0, d, 2) / d)) are right to

@@ -150,41 +150,29 @@ _FUNC_TRANSFORMS = ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", 
 _FUNCTIONAL = ("vjp", "jvp", "jacobian", "hessian", "vhp", "hvp")
 
 
+_AUTOGRAD_NAMES = (("torch.Tensor.backward", "torch.autograd.grad", "torch.autograd.backward")
+                   + tuple(f"torch.func.{name}" for name in _FUNC_TRANSFORMS)
+                   + tuple(f"torch.autograd.functional.{name}" for name in _FUNCTIONAL))
+
+
 def without_autograd(answer):
     """``answer`` wrapped so that each call runs with autograd unavailable: under
     ``torch.inference_mode()`` (no graph is recorded, so ``backward`` has nothing to follow) and
-    with ``Tensor.backward``, ``torch.autograd.grad``, ``torch.autograd.backward`` and the
-    differentiating transforms of ``torch.func`` replaced by functions that fail the check. Use
-    it for every exercise whose statement says "without autograd"; compute the checker's own
-    oracle outside the wrapped call."""
-    def refuse(what):
-        def stub(*args, **kwargs):
-            raise CheckFailure(_AUTOGRAD_MESSAGE.format(what=what))
-        return stub
-
+    with ``Tensor.backward``, ``torch.autograd.grad``/``backward``, the differentiating
+    transforms of ``torch.func`` and ``torch.autograd.functional`` refused (a :class:`Forbidden`
+    rule, so names imported before the call refuse too). Use it for every exercise whose
+    statement says "without autograd"; compute the checker's own oracle outside the call."""
     @functools.wraps(answer)
     def call(*args, **kwargs):
-        saved = (torch.Tensor.backward, torch.autograd.grad, torch.autograd.backward)
-        saved_func = {(torch.func, name): getattr(torch.func, name) for name in _FUNC_TRANSFORMS
-                      if hasattr(torch.func, name)}
-        saved_func.update({(torch.autograd.functional, name):
-                           getattr(torch.autograd.functional, name) for name in _FUNCTIONAL})
-        torch.Tensor.backward = refuse("Tensor.backward")
-        torch.autograd.grad = refuse("torch.autograd.grad")
-        torch.autograd.backward = refuse("torch.autograd.backward")
-        for owner, name in saved_func:
-            setattr(owner, name, refuse(f"{owner.__name__}.{name}"))
+        rule = Forbidden(_AUTOGRAD_NAMES, "this exercise", "it asks for the gradient by hand, "
+                         "without autograd: compute it from the formulas in the chapter")
         try:
-            with torch.inference_mode():
+            with rule, torch.inference_mode():
                 return answer(*args, **kwargs)
         except RuntimeError as err:
             if "grad" in str(err):  # e.g. requires_grad_ on an inference tensor
                 raise CheckFailure(_AUTOGRAD_MESSAGE.format(what=str(err).splitlines()[0]))
             raise
-        finally:
-            torch.Tensor.backward, torch.autograd.grad, torch.autograd.backward = saved
-            for (owner, name), transform in saved_func.items():
-                setattr(owner, name, transform)
     return call
 
 
@@ -302,8 +290,10 @@ class _refusing:
 
 
 def _hit(name):
-    if ACTIVE:
-        ACTIVE[-1].hits.append(name)
+    """Record a refused call on the innermost rule that forbids ``name``."""
+    owner = next((rule for rule in reversed(ACTIVE) if name in rule.names), None)
+    if owner is not None:
+        owner.hits.append(name)
 
 
 class Forbidden:
@@ -338,7 +328,7 @@ class Forbidden:
                         and _composite(packet):
                     self._attrs.append((namespace, attr, obj))
                     setattr(namespace, attr, _refusing(name, obj))
-            elif inspect.isfunction(obj) and not obj.__module__.startswith("torch._"):
+            elif inspect.isfunction(obj):
                 if obj.__code__.co_name != name:      # not already refused by an outer rule
                     self._saved.append((obj, obj.__code__))
                     obj.__code__ = _stub_code(len(obj.__code__.co_freevars), name)
@@ -369,7 +359,8 @@ class Forbidden:
             ACTIVE.pop()
         if self.hits:
             raise ForbiddenCall(self.message(self.hits[0])) from None
-        if kind is PermissionError and error.args[:1] == (_SENTINEL,):
+        if kind is PermissionError and error.args[:1] == (_SENTINEL,) \
+                and error.args[1] in self.names:
             raise ForbiddenCall(self.message(error.args[1])) from None
         return False
 

@@ -315,3 +315,9 @@ RIGHT_ANSWERS["ch14-rope-decode-step"] = RIGHT_ANSWERS["ch14-rope-decode-step"] 
     "    v_cache = torch.cat([v_cache, v_new], -2)\n"
     "    w = torch.softmax(rot(q_new) @ k_cache.transpose(-2, -1) / math.sqrt(d), -1)\n"
     "    return w @ v_cache, k_cache, v_cache\n"]
+RIGHT_ANSWERS["ch14-top-k"] = RIGHT_ANSWERS["ch14-top-k"] + [
+    "import torch\n\n"
+    "def top_k_filter(logits, k):\n"
+    "    logits = logits.float()                       # as mathref.gpt.sample_next does\n"
+    "    kth = torch.topk(logits, k, dim=-1).values[:, -1:]\n"
+    "    return logits.masked_fill(logits < kth, float('-inf'))\n"]
