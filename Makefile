@@ -127,7 +127,9 @@ nbval: venv
 # The same comparison in another numeric environment, a stand-in for another machine. Stored
 # outputs are made with PyTorch's widest vector kernels; on a CPU with AVX-512 the perturbed pass
 # runs the AVX2 kernels instead (8 float32 lanes, not 16: every vectorized sum, softmax and norm
-# adds in another order) and caps MKL and oneDNN at AVX2 too, at nearly the same speed. On a CPU
+# adds in another order) and caps MKL and oneDNN at AVX2 too, at nearly the same speed (its
+# budgets are × 1.5: in make test the book build, the browser test and the floor-torch unit
+# tests share the two cores with it). On a CPU
 # without AVX-512 (where AVX2 is already the default) it turns the vector kernels off and takes
 # MKL's reproducible path: a training step then costs about 2.4 times as much, so the budgets
 # are × 3. tests/test_perturbation.py checks that the chosen environment changes the bits of
@@ -135,7 +137,7 @@ nbval: venv
 HAS_AVX512 := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo yes)
 ifeq ($(HAS_AVX512),yes)
 PERTURBED := ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
-PERTURBED_BUDGET_FACTOR := 1.25
+PERTURBED_BUDGET_FACTOR := 1.5
 else
 PERTURBED := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
 PERTURBED_BUDGET_FACTOR := 3
