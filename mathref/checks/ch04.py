@@ -136,7 +136,8 @@ def _vjp_inputs(seed):
 
 
 @exercise("ch04-linear-tanh-vjp",
-          forbid=("torch.ops.aten.tanh_backward",) + _FINITE_DIFFERENCES + AUTOGRAD_FUNCTIONAL,
+          forbid=("torch.ops.aten.tanh_backward", "mathref.nn.mlp_backward") + _FINITE_DIFFERENCES
+          + AUTOGRAD_FUNCTIONAL,
           because="linear_tanh_vjp must apply the chain rule itself, with matrix products")
 def check_ch04_linear_tanh_vjp(linear_tanh_vjp):
     """linear_tanh_vjp(x, W, v) returns (vᵀ∂y/∂x, vᵀ∂y/∂W) for y = tanh(xW)."""

@@ -16,7 +16,12 @@ _LOGSUMEXP_BUILTINS = (
     "torch.ops.aten.logsumexp", "mathref.losses.logsumexp",
     # log-softmax is log-sum-exp in disguise: x_i − log_softmax(x)_i = LSE(x)
     "torch.log_softmax", "torch.Tensor.log_softmax", "torch.nn.functional.log_softmax",
-    "torch.special.log_softmax", "mathref.losses.log_softmax")
+    "torch.special.log_softmax", "mathref.losses.log_softmax",
+    # and these compute it inside too: a cumulative LSE's last entry, x_0 + CE(x, 0), softmax's
+    # normalizer
+    "torch.logcumsumexp", "torch.Tensor.logcumsumexp", "torch.ops.aten.logcumsumexp",
+    "torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax",
+    "torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss")
 
 
 @exercise("ch05-logsumexp", forbid=_LOGSUMEXP_BUILTINS,

@@ -54,7 +54,7 @@ def check_ch09_cosine_from_dot(cosine):
 
 
 _DISTANCES = ("torch.norm", "torch.Tensor.norm", "torch.linalg.norm", "torch.linalg.vector_norm",
-              "torch.dist", "torch.cdist", "torch.nn.functional.pairwise_distance",
+              "torch.dist", "torch.Tensor.dist", "torch.cdist", "torch.nn.functional.pairwise_distance",
               "mathref.similarity.euclidean_distance",
               "mathref.similarity.pairwise_euclidean_distance")
 

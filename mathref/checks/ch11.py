@@ -33,7 +33,8 @@ _SDPA_OPS = ("torch.ops.aten._scaled_dot_product_attention_math",
              "torch.ops.aten._scaled_dot_product_efficient_attention",
              "torch.ops.aten._scaled_dot_product_cudnn_attention")
 _SDPA_BACKWARD_OPS = tuple(f"{name}_backward" for name in _SDPA_OPS[1:])
-_MHA_MODULES = ("torch.nn.MultiheadAttention.forward",
+_MHA_MODULES = ("torch.nn.MultiheadAttention.forward", "mathref.gpt.CausalSelfAttention.forward",
+                "mathref.gpt.Block.forward", "mathref.gpt.GPT.forward",
                 "torch.nn.functional.multi_head_attention_forward",
                 "mathref.attention.MultiHeadAttention.forward")
 _SOFTMAX_BACKWARD = ("torch._softmax_backward_data", "torch.ops.aten._softmax_backward_data",
@@ -167,7 +168,9 @@ def check_ch11_multi_head(multi_head_attention):
 @exercise("ch11-gqa-backward",
           forbid=(*_SOFTMAX_BACKWARD, *_SDPA_BACKWARD_OPS,
                   "torch.nn.functional.scaled_dot_product_attention", *_SDPA_OPS,
-                  "mathref.attention.scaled_dot_product_attention"),
+                  "mathref.attention.scaled_dot_product_attention",
+                  "mathref.efficient.flash_attention_backward",
+                  "mathref.efficient.FlashAttentionFunction.backward"),
           because="the exercise asks you to derive the gradients (torch.softmax and repeat_kv for "
                   "the forward pass are allowed)")
 def check_ch11_gqa_backward(gqa_attention_backward):

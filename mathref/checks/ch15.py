@@ -10,7 +10,8 @@ __all__ = ["check_ch15_kv_cache_bytes", "check_ch15_crossover_length",
 
 
 # Merging two log-normalizers in log space is the rescaling these exercises ask for
-LOG_SUM_EXP_CALLS = ("torch.logaddexp", "torch.Tensor.logaddexp", "torch.logsumexp",
+LOG_SUM_EXP_CALLS = ("torch.logaddexp", "torch.Tensor.logaddexp", "torch.logaddexp2",
+                     "torch.Tensor.logaddexp2", "torch.logsumexp",
                      "torch.Tensor.logsumexp", "torch.special.logsumexp",
                      "mathref.losses.logsumexp")
 

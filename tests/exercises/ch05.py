@@ -323,3 +323,7 @@ RIGHT_ANSWERS = {
         "    return (nll * mask).sum() / mask.sum()\n",
     ],
 }
+SHORTCUTS["ch05-logsumexp"] = SHORTCUTS["ch05-logsumexp"] + [
+    "import torch\n\ndef stable_logsumexp(x):\n    return torch.logcumsumexp(x, 0)[-1]\n",
+    "import torch\nimport torch.nn.functional as F\n\n"
+    "def stable_logsumexp(x):\n    return F.cross_entropy(x[None], torch.tensor([0])) + x[0]\n"]

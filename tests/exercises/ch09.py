@@ -224,3 +224,6 @@ RIGHT_ANSWERS = {
         "    return F.softmax(query @ keys.T / temperature, dim=-1) @ values\n",
     ],
 }
+SHORTCUTS["ch09-unit-distance"] = SHORTCUTS["ch09-unit-distance"] + [
+    "import math\nimport torch\n\ndef unit_distance(c):\n"
+    "    return torch.tensor([1.0, 0.0]).dist(torch.tensor([c, math.sqrt(1 - c * c)])).item()\n"]
