@@ -1,8 +1,8 @@
 """Checkers for chapter 2: vectors, matrices and gradients; linear regression."""
 import torch
 
-from mathref.checks.core import (as_tensor, exercise, expect, expect_callable, expect_tensor_close,
-                                 without_autograd)
+from mathref.checks.core import (AUTOGRAD_FUNCTIONAL, as_tensor, exercise, expect, expect_callable,
+                                 expect_tensor_close, without_autograd)
 
 __all__ = ["check_ch02_steepest_descent", "check_ch02_mse_gradient",
            "check_ch02_least_squares", "check_ch02_max_stable_lr"]
@@ -11,12 +11,6 @@ __all__ = ["check_ch02_steepest_descent", "check_ch02_mse_gradient",
 def _close(got, want, what, rtol=1e-8, atol=1e-10):
     expect_tensor_close(got, want, what, rtol=rtol, atol=atol, tensor_only=True,
                         shape_hint=" (the shape of the parameter)")
-
-
-# torch.autograd.functional quietly returns zeros under without_autograd's inference mode, so it
-# is refused by name where a gradient is to be derived
-AUTOGRAD_FUNCTIONAL = tuple(f"torch.autograd.functional.{name}" for name in
-                            ("jacobian", "hessian", "vjp", "jvp", "hvp", "vhp"))
 
 
 def _matches(got, candidate, rtol=1e-6, atol=1e-9):

@@ -2,7 +2,7 @@
 import torch
 from torch import nn
 
-from mathref.checks.ch02 import AUTOGRAD_FUNCTIONAL
+from mathref.checks.core import AUTOGRAD_FUNCTIONAL
 from mathref.checks.core import (exercise, expect, expect_callable, expect_close, expect_tensor_close,
                                  without_autograd)
 

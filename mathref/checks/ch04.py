@@ -5,7 +5,7 @@ import torch
 
 from mathref.autograd import Value
 from mathref.calculus import check_gradients
-from mathref.checks.ch02 import AUTOGRAD_FUNCTIONAL
+from mathref.checks.core import AUTOGRAD_FUNCTIONAL
 from mathref.checks.core import exercise, expect, expect_callable, expect_close, without_autograd
 
 __all__ = ["check_ch04_sigmoid_backward", "check_ch04_topological_order",

@@ -6,8 +6,8 @@ Every expected value comes from PyTorch itself (``F.layer_norm``, ``F.rms_norm``
 import torch
 import torch.nn.functional as F
 
-from mathref.checks.core import (exercise, expect, expect_callable, expect_tensor_close,
-                                 without_autograd)
+from mathref.checks.core import (AUTOGRAD_FUNCTIONAL, exercise, expect, expect_callable,
+                                 expect_tensor_close, without_autograd)
 
 __all__ = ["check_ch08_layer_norm", "check_ch08_rms_norm", "check_ch08_running_stats",
            "check_ch08_batch_norm_backward"]
@@ -39,9 +39,6 @@ _NORM_BACKWARDS = (
     "torch.ops.aten.native_group_norm_backward", "torch.ops.aten._fused_rms_norm_backward",
     "mathref.norm.BatchNormFunction.backward", "mathref.norm.LayerNormFunction.backward",
     "mathref.norm.RMSNormFunction.backward")
-# under inference mode these return zeros instead of failing: refused by name instead
-_AUTOGRAD_FUNCTIONAL = tuple(f"torch.autograd.functional.{name}" for name in
-                             ("vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"))
 
 
 def _rms_norm_oracle(x, shape, weight, eps):
@@ -192,7 +189,7 @@ def check_ch08_running_stats(update_running_stats):
     return "EMA with weight momentum on the new batch, unbiased variance"
 
 
-@exercise("ch08-batch-norm-backward", forbid=_NORMS + _NORM_BACKWARDS + _AUTOGRAD_FUNCTIONAL,
+@exercise("ch08-batch-norm-backward", forbid=_NORMS + _NORM_BACKWARDS + AUTOGRAD_FUNCTIONAL,
           because="derive the gradient by hand, without autograd, a backward kernel or finite "
                   "differences of a normalization")
 def check_ch08_batch_norm_backward(batch_norm_backward):

@@ -148,12 +148,13 @@ _FUNC_TRANSFORMS = ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", 
                     "linearize")
 # torch.autograd.functional likewise quietly returns zeros under inference mode
 _FUNCTIONAL = ("vjp", "jvp", "jacobian", "hessian", "vhp", "hvp")
+AUTOGRAD_FUNCTIONAL = tuple(f"torch.autograd.functional.{name}" for name in _FUNCTIONAL)
 
 
 _AUTOGRAD_NAMES = (("torch.Tensor.backward", "torch.autograd.grad", "torch.autograd.backward",
                     "torch.autograd.forward_ad.make_dual", "torch.autograd.forward_ad.unpack_dual")
                    + tuple(f"torch.func.{name}" for name in _FUNC_TRANSFORMS)
-                   + tuple(f"torch.autograd.functional.{name}" for name in _FUNCTIONAL))
+                   + AUTOGRAD_FUNCTIONAL)
 
 
 def without_autograd(answer):

@@ -231,14 +231,6 @@ def require(unsafe=False):
     return f"UNSAFE: no sandbox (--unsafe), {who}, rlimits and an own session only"
 
 
-def mode(unsafe=False):
-    """A one-line description of the isolation in effect (see :func:`require`)."""
-    try:
-        return require(unsafe)
-    except SandboxUnavailable as err:
-        return f"none: {err}"
-
-
 def _user_options(user):
     if not user:
         return {}
