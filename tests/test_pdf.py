@@ -96,7 +96,7 @@ def test_figures_are_in_every_chapter():
                              text=True).stdout.splitlines()[2:]
     pages = [int(line.split()[0]) for line in listing if line.split()[2] == "image"]
     for docname in notebook_docnames():
-        figures = html_of(docname).count('<img src="../_images/')
+        figures = len(re.findall(r'<img [^>]*src="\.\./_images/', html_of(docname)))
         title = title_of(docname)
         first, last = chapters()[title]
         shown = sum(first <= p <= last for p in pages)

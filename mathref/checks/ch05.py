@@ -200,4 +200,8 @@ def _lm_loss_hint(value, logits, targets, pad_id):
     for other, why in wrong:
         if abs(value - other.item()) < 1e-9 * max(1.0, abs(other.item())):
             return f" ({why})"
+    right = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=pad_id)
+    if abs(value - right.item()) < 1e-5 * max(1.0, abs(right.item())):
+        return (" (right to about 7 digits only: the logits are float64 and the check compares 9 "
+                "digits; keep float64 throughout, no .float())")
     return ""

@@ -123,6 +123,12 @@ def lm_loss_no_ignore(logits, targets, pad_id):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def lm_loss_in_float32(logits, targets, pad_id):
+    nll = -torch.log_softmax(logits.float(), -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    real = targets != pad_id
+    return (nll * real).sum() / real.sum()
+
+
 WRONG_ANSWERS = {
     "ch05-logsumexp": [lse_naive, lse_forgets_max, lse_just_max],
     "ch05-perplexity": [ppl_two_to_nats, ppl_mean_of_exp, ppl_exp_of_sum],
@@ -132,7 +138,7 @@ WRONG_ANSWERS = {
                          grad_keeps_ignored_rows, grad_by_autograd],
     "ch05-bits-per-byte": [bpb_characters, bpb_no_ln2, bpb_per_token, bpb_over_eight_bits],
     "ch05-lm-loss": [lm_loss_counts_padding, lm_loss_mean_of_sequence_means,
-                     lm_loss_sum_per_sequence, lm_loss_no_ignore],
+                     lm_loss_sum_per_sequence, lm_loss_no_ignore, lm_loss_in_float32],
 }
 
 # answers that ask autograd: refused by the "without autograd" wrapper (tests/test_exercises_without_autograd.py)
