@@ -55,8 +55,25 @@ def check_ch03_sigmoid_derivative(sigmoid_derivative):
     _expect_tensor_close(got, want, "σ′(z) on [−12, 12]")
     z32 = torch.linspace(-8, 8, 33)                # float32 in, float32 accuracy expected
     (want32,) = _autograd_grad(lambda t: torch.sigmoid(t).sum(), z32.double())
-    _expect_tensor_close(by_hand(z32.clone()), want32, "σ′(z) for a float32 z", rtol=1e-5,
-                         atol=1e-7)
+    got32 = by_hand(z32.clone())
+    expect(isinstance(got32, torch.Tensor) and got32.dtype == z32.dtype,
+           f"σ′(z) for a float32 z: returned "
+           f"{got32.dtype if isinstance(got32, torch.Tensor) else type(got32).__name__}; keep z's "
+           f"dtype (float32 in, float32 out)")
+    _expect_tensor_close(got32, want32, "σ′(z) for a float32 z", rtol=1e-5, atol=1e-7)
+    # far in the tail σ(z) underflows to 0 and σ′ = σ(1 − σ) to 0; a formula built from
+    # exp(−z), such as exp(−z)/(1 + exp(−z))², overflows there and returns inf/inf = NaN
+    for z_far in (torch.tensor([-800.0, 800.0], dtype=torch.float64),
+                  torch.tensor([-100.0, 100.0], dtype=torch.float32)):
+        far = by_hand(z_far.clone())
+        what = f"σ′(z) at z = ±{z_far[1].item():.0f} in {str(z_far.dtype).replace('torch.', '')}"
+        expect(isinstance(far, torch.Tensor) and far.dtype == z_far.dtype,
+               f"{what}: keep z's dtype")
+        expect(bool(torch.isfinite(far).all()), f"{what}: got {far.tolist()}, not finite; "
+               f"exp(−z) overflows for large −z, while σ(z)(1 − σ(z)) stays finite (it is 0 "
+               f"to rounding there)")
+        (want_far,) = _autograd_grad(lambda t: torch.sigmoid(t).sum(), z_far.double())
+        _expect_tensor_close(far, want_far, what, rtol=1e-5, atol=1e-30)
     return "σ′ = σ(1 − σ), at most 1/4"
 
 

@@ -14,6 +14,16 @@ def sigmoid_derivative_tanh_style(z):
     return 1 - torch.sigmoid(z) ** 2
 
 
+def sigmoid_derivative_from_exp(z):
+    e = torch.exp(-z)                      # overflows for large −z: inf / inf = NaN
+    return e / (1 + e) ** 2
+
+
+def sigmoid_derivative_in_float64(z):
+    s = torch.sigmoid(z.double())          # right values, but float64 for a float32 z
+    return s * (1 - s)
+
+
 def count_without_biases(sizes):
     return sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
 
@@ -109,7 +119,8 @@ AUTOGRAD_CHEATS = {
 
 WRONG_ANSWERS = {
     "ch03-sigmoid-derivative": [sigmoid_derivative_of_activation, sigmoid_itself,
-                                sigmoid_derivative_tanh_style],
+                                sigmoid_derivative_tanh_style, sigmoid_derivative_from_exp,
+                                sigmoid_derivative_in_float64],
     "ch03-parameter-count": [count_without_biases, count_units, count_bias_on_inputs],
     "ch03-output-delta": [delta_without_factor, delta_sign_flipped, delta_mean_over_all_entries],
     "ch03-two-layer-backward": [backward_missing_two_over_n, backward_derivative_at_activation,
@@ -254,9 +265,10 @@ RIGHT_ANSWERS = {
         "import torch\n\n"
         "def sigmoid_derivative(z):\n"
         "    return torch.sigmoid(z) * torch.sigmoid(-z)\n",
+        # σ′ is even, so exp(−|z|) gives it without overflow (exp(−z) alone overflows: a wrong answer)
         "import torch\n\n"
         "def sigmoid_derivative(z):\n"
-        "    e = torch.exp(-z)\n"
+        "    e = torch.exp(-z.abs())\n"
         "    return e / (1 + e) ** 2\n",
         "import torch\n\n"
         "def sigmoid_derivative(z):\n"
