@@ -347,3 +347,30 @@ def test_an_all_shortcuts_notebook_scores_zero_and_the_reference_full_marks(tmp_
                 if line.startswith("  ch") and ": fail: " in line]
     assert len(refusals) == len(labels) and all(
         any(r in line for r in REFUSALS) for line in refusals), run.stdout
+
+
+def test_a_rule_conditional_on_the_arguments_is_applied_in_the_worker(tmp_path):
+    """ch02-least-squares allows lstsq and pinv on the design matrix only (a forbid name with
+    a condition, ``name|rows=N|dtype=D``): through the grader, X̃ᵀX̃ in float64 handed to pinv
+    fails there too, with the same refusal as in the notebook."""
+    from tests.notebooks import solution_cell
+    from tests.test_shortcuts import SHORTCUTS
+    source = read(ROOT / "notebooks" / "02_linear_regression.ipynb")
+    attack = nbformat.from_dict(source)
+    solution_cell(attack, "ch02-least-squares").source = next(
+        s for s in SHORTCUTS["ch02-least-squares"] if "pinv(Xt.T @ Xt)" in s)
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(attack, folder / "gram.ipynb")
+    nbformat.write(make_student_notebook(source), tmp_path / "assignment.ipynb")
+    out = tmp_path / "grades.csv"
+    run = grade_cli(folder, "--assignment", tmp_path / "assignment.ipynb", "--no-execute",
+                    "--exercise-timeout", "120", "--out", out, cwd=tmp_path, timeout=600,
+                    env=dict(os.environ))
+    assert run.returncode == 0, run.stderr
+    with open(out, newline="", encoding="utf-8") as f:
+        row = next(csv.DictReader(f))
+    assert row["ch02-least-squares"] == "fail", run.stdout
+    assert "torch.linalg.pinv on something other than the 40-row float64 matrix" in run.stdout, run.stdout
+    others = [label for label in exercise_labels(source) if label != "ch02-least-squares"]
+    assert all(row[label] == "pass" for label in others), run.stdout

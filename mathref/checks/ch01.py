@@ -1,6 +1,7 @@
 """Checkers for chapter 1: derivatives and gradient descent on x²."""
 import math
 import numbers
+from fractions import Fraction
 
 import torch
 
@@ -139,14 +140,27 @@ def check_ch01_best_constant_step(best_constant_step):
             expect(not _near(eta, 2 / hi, 1e-6), f"{wrong} = 2/λ_max, the edge of divergence: "
                    f"there the λ_max direction does not shrink at all")
             expect(not _near(eta, 1 / hi, 1e-6), f"{wrong} = 1/λ_max, a safe step but not the "
-                   f"best: balance |1 − ηλ_min| against |1 − ηλ_max|")
+                   f"best: with one curvature a, η = 1/a would land in one step, but here the "
+                   f"flattest direction shrinks only by 1 − λ_min/λ_max; balance |1 − ηλ_min| "
+                   f"against |1 − ηλ_max|")
+            expect(not _near(eta, 2 / float(H.min() + H.max()), 1e-6),
+                   f"{wrong}, from the smallest and largest entries of H: the entries of a "
+                   f"matrix are not its curvatures (use torch.linalg.eigvalsh(H))")
+            # within 1e-6 of the right step but not 1e-8: the formula is right and the digits
+            # are lost (eigenvalues in float32). In 2-D the diagonal's d_min + d_max and tr H
+            # both equal λ_min + λ_max, so those diagnoses would name the wrong cause here.
+            nearly_right = _near(eta, 2 / (lo + hi), 1e-6)
             diag = H.diagonal()
-            expect(not _near(eta, 2 / float(diag.min() + diag.max()), 1e-6),
+            expect(nearly_right or not _near(eta, 2 / float(diag.min() + diag.max()), 1e-6),
                    f"{wrong}: the diagonal of a rotated H is not its eigenvalues (use "
                    f"torch.linalg.eigvalsh(H))")
-            expect(not _near(eta, 2 / float(torch.trace(H)), 1e-6),
+            expect(nearly_right or not _near(eta, 2 / float(torch.trace(H)), 1e-6),
                    f"{wrong} = 2/tr(H): the trace sums all eigenvalues, use only λ_min and λ_max")
-        expect_close(eta, 2 / (lo + hi), f"η* for {where}", rtol=1e-8)
+            expect(not nearly_right, f"{wrong}: η is within 1e-6 of 2/(λ_min + λ_max) but not "
+                   f"within 1e-8: compute in H's dtype ({str(H.dtype).replace('torch.', '')})")
+            expect(False, f"{wrong}: along the eigenvector of each eigenvalue λ_i the error is "
+                   f"multiplied by 1 − ηλ_i, and the slowest of these factors is largest at "
+                   f"λ_min or λ_max; choose η so that |1 − ηλ_min| = |1 − ηλ_max|")
         expect(not _near(rate, (hi - lo) / hi, 1e-6),
                f"the contraction factor ρ for {where}: expected {(hi - lo) / (hi + lo):.10g}, "
                f"got {rate:.10g} = 1 − λ_min/λ_max, the factor of η = 1/λ_max; give ρ(η*) = "
@@ -168,6 +182,20 @@ def check_ch01_best_constant_step(best_constant_step):
             expect(_worst_distance(H, Q, other, steps) > best,
                    f"η = {other:.4g} converges at least as fast as your η = {eta:.4g} ({where})")
     return "η* = 2/(λ_min + λ_max), ρ = (κ − 1)/(κ + 1), faster than any nearby η"
+
+
+def _exact_steps(x0, lr, tol):
+    """The smallest k with |x0|·|1 − 2η|^k ≤ tol, in exact rational arithmetic on the given
+    floats (no rounding at all), or math.inf when |1 − 2η| ≥ 1 and |x0| > tol."""
+    x, r, tol = abs(Fraction(x0)), abs(1 - 2 * Fraction(lr)), Fraction(tol)
+    if x <= tol:
+        return 0
+    if r >= 1:
+        return math.inf
+    k = 0
+    while x > tol:
+        x, k = x * r, k + 1
+    return k
 
 
 def _whole_number(value):
@@ -197,17 +225,12 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
     expect_callable(steps_to_tolerance, "steps_to_tolerance(x0, lr, tol)")
     cases = [(3.0, 0.1, 1e-3), (3.0, 0.01, 1e-2), (-2.0, 0.3, 1e-6), (3.0, 0.9, 1e-4),
              (5.0, 0.45, 0.51), (3.0, 0.5, 1e-9), (0.01, 0.1, 0.1), (3.0, 1.0, 1e-3),
-             (3.0, 1.2, 1e-3)]
+             (3.0, 1.2, 1e-3),
+             # a tie: |x_k| = 2⁻ᵏ, so |x_29| = tol exactly and k = 29; the quotient of rounded
+             # logarithms log(tol/|x0|)/log r comes out a hair above 29, and its ceiling is 30
+             (1.0, 0.25, 2.0 ** -29)]
     for x0, lr, tol in cases:
-        expected = math.inf
-        x = x0
-        for k in range(100000):
-            if abs(x) <= tol:
-                expected = k
-                break
-            x = x - lr * 2 * x
-            if abs(x) > 1e6:
-                break
+        expected = _exact_steps(x0, lr, tol)
         where = f"x0={x0}, η={lr}, tol={tol}"
         try:
             raw = steps_to_tolerance(x0, lr, tol)
@@ -228,7 +251,12 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
             expect(got is not None, f"{where}: expected a whole number of steps, got {raw!r}"
                    + (" (round up with math.ceil)" if isinstance(raw, float) else ""))
             hint = ""
-            if got in (expected - 1, expected + 1):
+            if got == expected + 1 and abs(x0) * abs(1 - 2 * lr) ** expected == tol:
+                hint = (f" (off by one: here |x0|·|1 − 2η|^{expected} equals tol exactly, and the "
+                        f"quotient of the rounded logarithms lands a hair above {expected}, so its "
+                        f"ceiling is one too many; check the candidate and the step before it "
+                        f"with the closed form |x0|·|1 − 2η|^k ≤ tol)")
+            elif got in (expected - 1, expected + 1):
                 hint = (" (off by one: k is the smallest whole number with |x0|·|1 − 2η|^k ≤ "
                         "tol, so round up with math.ceil)")
             if expected == 0:
@@ -236,4 +264,4 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
             if lr == 0.5:
                 hint = " (η = 0.5 lands on the minimum in one step: |1 − 2η| = 0)"
             expect(got == expected, f"{where}: expected {expected} steps, got {raw!r}{hint}")
-    return "including η = 0.5 (one step), η = 1 (never) and η > 1 (never)"
+    return "including η = 0.5 (one step), η = 1 (never), η > 1 (never) and an exact tie"

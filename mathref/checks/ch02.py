@@ -2,7 +2,7 @@
 import torch
 
 from mathref.checks.core import (AUTOGRAD_FUNCTIONAL, as_tensor, exercise, expect, expect_callable,
-                                 expect_tensor_close, without_autograd)
+                                 expect_tensor_close, forbidding, without_autograd)
 
 __all__ = ["check_ch02_steepest_descent", "check_ch02_mse_gradient",
            "check_ch02_least_squares", "check_ch02_max_stable_lr"]
@@ -36,6 +36,9 @@ def check_ch02_steepest_descent(steepest_descent_direction):
     for g in cases:
         u = steepest_descent_direction(g.clone())
         what = f"direction for gradient {g.flatten().tolist()[:3]}..."
+        expect(not isinstance(u, torch.Tensor) or u.dtype == g.dtype,
+               f"{what}: your tensor is {str(u.dtype).replace('torch.', '')}: return a tensor in "
+               f"grad's dtype ({str(g.dtype).replace('torch.', '')})")
         expect(not _matches(u, g / g.norm()), f"{what}: your vector is +g/‖g‖, the direction "
                f"of steepest *ascent*; descent goes against the gradient")
         if isinstance(u, torch.Tensor) and u.shape == g.shape and not _matches(u, -g / g.norm()):
@@ -70,7 +73,9 @@ def check_ch02_mse_gradient(mse_gradient):
     expect_callable(mse_gradient, "mse_gradient(X, W, b, Y)")
     by_hand = without_autograd(mse_gradient)   # the statement says "no autograd"
     gen = torch.Generator().manual_seed(1)
-    for N, d, m in ((8, 3, 2), (25, 4, 1), (5, 2, 3)):
+    # m = 3 first: there dividing by N·m (F.mse_loss's mean over all entries) and a missing
+    # factor 2 give different answers, so each slip gets its own diagnosis
+    for N, d, m in ((5, 2, 3), (8, 3, 2), (25, 4, 1)):
         X = torch.randn(N, d, generator=gen, dtype=torch.float64)
         W = torch.randn(d, m, generator=gen, dtype=torch.float64)
         b = torch.randn(m, generator=gen, dtype=torch.float64)
@@ -85,8 +90,13 @@ def check_ch02_mse_gradient(mse_gradient):
                    f"is Ŷ − Y = XW + b − Y (prediction minus target)")
             expect(not _matches(g, N * w), f"{name} for {where} is N times too large (the "
                    f"gradient of the sum of squares): L averages over the N examples")
+            expect(m <= 2 or not _matches(g, w / m), f"{name} for {where} is the gradient "
+                   f"divided by m = {m}: this divides by N·m (what F.mse_loss does); the "
+                   f"chapter's L divides by N only")
             expect(not _matches(g, w / 2), f"{name} for {where} is half the gradient: the "
-                   f"derivative of a square brings a factor 2")
+                   f"derivative of a square brings a factor 2"
+                   + (" (or, with m = 2 outputs, you divided by N·m as F.mse_loss does; L "
+                      "divides by N only)" if m == 2 else ""))
         expect(not (isinstance(got[1], torch.Tensor) and tuple(got[1].shape) == (N, m)),
                f"grad_b for {where} has shape {(N, m)}, one row per example: sum the residuals "
                f"over the examples to get the bias's shape {(m,)}")
@@ -101,6 +111,27 @@ _NORMAL_EQUATIONS = ("torch.linalg.solve", "torch.linalg.solve_ex", "torch.linal
                      "torch.linalg.cholesky_ex", "torch.cholesky", "torch.cholesky_solve",
                      "torch.cholesky_inverse", "torch.Tensor.inverse", "torch.Tensor.cholesky",
                      "torch.Tensor.cholesky_solve", "torch.Tensor.cholesky_inverse")
+
+
+# what factorizes a matrix for least squares: allowed only on the (N, d + 1) design matrix in
+# X's dtype. Handed X̃ᵀX̃ instead ((d + 1) × (d + 1), in any dtype) they solve the normal
+# equations, and handed a float64 copy of X̃ they hide float32's loss of digits.
+_FACTORIZATIONS = {"torch.linalg.lstsq", "torch.linalg.pinv", "torch.pinverse",
+                   "torch.Tensor.pinverse", "torch.linalg.svd", "torch.svd", "torch.Tensor.svd",
+                   "torch.linalg.qr", "torch.qr", "torch.Tensor.qr"}
+
+
+def _on_design_matrix(solve_least_squares, X, y):
+    """solve_least_squares(X, y) with the factorizations refused on anything but a matrix of
+    X's N rows in X's dtype (the design matrix X̃): handed X̃ᵀX̃ ((d + 1) rows, in any dtype)
+    they solve the normal equations, and handed a float64 copy of X̃ they hide float32's loss
+    of digits. Like every forbid rule, this one is applied where the student's code runs."""
+    dtype = str(X.dtype).replace("torch.", "")
+    names = [f"{name}|rows={X.shape[0]}|dtype={dtype}" for name in sorted(_FACTORIZATIONS)]
+    return forbidding(solve_least_squares, names, "ch02-least-squares",
+                      "call lstsq on the (N, d+1) design matrix in X's dtype; solving X̃ᵀX̃ (in "
+                      "any dtype) is the normal equations, and converting X̃ to another dtype "
+                      "would only hide what forming X̃ᵀX̃ does")(X, y)
 
 
 @exercise("ch02-least-squares",
@@ -118,7 +149,7 @@ def check_ch02_least_squares(solve_least_squares):
     Xt = torch.cat([X, torch.ones(40, 1, dtype=X.dtype)], dim=1)
     theta = torch.linalg.solve(Xt.T @ Xt, Xt.T @ y)
     X_before, y_before = X.clone(), y.clone()
-    got = solve_least_squares(X, y)
+    got = _on_design_matrix(solve_least_squares, X, y)
     expect(torch.equal(X, X_before) and torch.equal(y, y_before),
            "your function changed X or y in place")
     expect(isinstance(got, (tuple, list)) and len(got) == 2, "expected a pair (w, b)")
@@ -135,7 +166,7 @@ def check_ch02_least_squares(solve_least_squares):
     t = torch.randn(100, generator=gen, dtype=torch.float64)
     X = torch.stack([t, t + 1e-3 * torch.randn(100, generator=gen, dtype=torch.float64)], 1)
     y = X @ torch.tensor([1.0, 2.0], dtype=torch.float64) + 0.5
-    w, b = solve_least_squares(X.float(), y.float())
+    w, b = _on_design_matrix(solve_least_squares, X.float(), y.float())
     for name, v in (("w", w), ("b", b)):
         expect(not isinstance(v, torch.Tensor) or v.dtype == torch.float32,
                f"{name} on an ill-conditioned float32 problem: your answer is {v.dtype}, not "

@@ -233,14 +233,35 @@ def _stub_code(n_free, name):
     return namespace["outer"]().__code__.replace(co_name=name, co_qualname=name)
 
 
+def _condition(name):
+    """'torch.linalg.lstsq|rows=100|dtype=float32' -> ('torch.linalg.lstsq', {'rows': 100,
+    'dtype': torch.float32}): the call is allowed when its first argument is a matrix with that
+    many rows and that dtype, refused otherwise (a plain name: always refused)."""
+    base, *parts = name.split("|")
+    condition = {}
+    for part in parts:
+        key, _, value = part.partition("=")
+        condition[key] = int(value) if key == "rows" else getattr(torch, value)
+    return base, condition
+
+
+def _allowed(condition, args, kwargs):
+    if not condition:
+        return False
+    first = args[0] if args else next((kwargs[k] for k in ("A", "input", "self") if k in kwargs), None)
+    return (isinstance(first, torch.Tensor) and first.dim() >= 2
+            and first.shape[-2] == condition.get("rows", first.shape[-2])
+            and first.dtype == condition.get("dtype", first.dtype))
+
+
 class _TorchFunctions(TorchFunctionMode):
-    def __init__(self, blocked):
+    def __init__(self, blocked, conditions=None):
         super().__init__()
-        self.blocked = blocked
+        self.blocked, self.conditions = blocked, conditions or {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = self.blocked.get(func)
-        if name is not None:
+        if name is not None and not _allowed(self.conditions.get(func), args, kwargs or {}):
             _hit(name)
             raise PermissionError(_SENTINEL, name)
         return func(*args, **(kwargs or {}))
@@ -313,12 +334,15 @@ class Forbidden:
 
     def __enter__(self):
         self.hits = []
-        functions, aten = {}, {}
+        functions, aten, conditions = {}, {}, {}
         for name in self.names:
-            obj = _resolve(name)
+            base, condition = _condition(name)
+            obj = _resolve(base)
             if obj is None:
                 continue
-            if name.startswith("torch.ops."):
+            if condition:       # a PyTorch function allowed on some arguments only
+                functions[obj], conditions[obj] = name, condition
+            elif name.startswith("torch.ops."):
                 packet = getattr(obj, "overloadpacket", obj)
                 aten[packet] = name
                 # a composite op called directly (torch.ops.aten.dropout) decomposes before
@@ -340,7 +364,7 @@ class Forbidden:
                 functions[obj] = name
         ACTIVE.append(self)
         if functions:
-            self._modes.append(_TorchFunctions(functions))
+            self._modes.append(_TorchFunctions(functions, conditions))
         if aten:
             self._modes.append(_AtenOps(aten))
         for mode in self._modes:
@@ -367,6 +391,13 @@ class Forbidden:
         return False
 
     def message(self, name):
+        base, condition = _condition(name)
+        if condition:
+            what = " ".join(filter(None, (
+                f"{condition['rows']}-row" if "rows" in condition else "",
+                str(condition["dtype"]).replace("torch.", "") if "dtype" in condition else "")))
+            return (f"your solution called {base} on something other than the {what} matrix "
+                    f"it was given, which {self.label} does not allow: {self.because}")
         return (f"your solution called {name}, which {self.label} does not allow: "
                 f"{self.because}")
 

@@ -61,6 +61,17 @@ def steps_off_by_one(x0, lr, tol):
     return math.floor(math.log(tol / abs(x0)) / math.log(r)) + 1
 
 
+def steps_ceil_of_logs(x0, lr, tol):   # right except at a tie: x0 = 1, η = 0.25, tol = 2⁻²⁹ gives 30
+    if abs(x0) <= tol:
+        return 0
+    r = abs(1 - 2 * lr)
+    if r == 0:
+        return 1
+    if r >= 1:
+        return math.inf
+    return math.ceil(math.log(tol / abs(x0)) / math.log(r))
+
+
 def _eigenvalues(H):
     lam = torch.linalg.eigvalsh(H)
     return float(lam.min()), float(lam.max())
@@ -86,8 +97,19 @@ def step_rate_wrong(H):               # the right step, the factor of 1/λ_max
     return 2 / (lo + hi), (hi - lo) / hi
 
 
+def step_from_entries(H):             # the smallest and largest entries are not the eigenvalues
+    lo, hi = float(H.min()), float(H.max())
+    return 2 / (lo + hi), abs(hi - lo) / abs(hi + lo)
+
+
 def step_from_diagonal(H):            # reads curvatures off the diagonal (only right if H is diagonal)
     lo, hi = float(H.diagonal().min()), float(H.diagonal().max())
+    return 2 / (lo + hi), (hi - lo) / (hi + lo)
+
+
+def step_float32_eigenvalues(H):     # the right formula, eigenvalues computed in float32
+    lam = torch.linalg.eigvalsh(H.float())
+    lo, hi = float(lam.min()), float(lam.max())
     return 2 / (lo + hi), (hi - lo) / (hi + lo)
 
 
@@ -95,9 +117,10 @@ WRONG_ANSWERS = {
     "ch01-central-difference": [forward_difference, central_without_two, central_sign_flipped],
     "ch01-gradient-descent-loop": [gd_plus_sign, gd_missing_start, gd_gradient_at_start_only],
     "ch01-best-constant-step": [step_stability_bound, step_one_over_lmax, step_from_trace,
-                                step_rate_wrong, step_from_diagonal],
+                                step_rate_wrong, step_from_diagonal, step_from_entries,
+                                step_float32_eigenvalues],
     "ch01-steps-to-tolerance": [steps_float_not_ceiled, steps_no_divergence_case,
-                                steps_off_by_one],
+                                steps_off_by_one, steps_ceil_of_logs],
 }
 
 
@@ -201,7 +224,12 @@ RIGHT_ANSWERS = {
         "        return 1.0\n"
         "    if r >= 1:\n"
         "        return float('inf')\n"
-        "    return float(math.ceil((math.log(tol) - math.log(abs(x0))) / math.log(r)))\n",
+        "    k = math.ceil((math.log(tol) - math.log(abs(x0))) / math.log(r))\n"
+        "    while k > 0 and abs(x0) * r ** (k - 1) <= tol:   # the logarithms are rounded\n"
+        "        k -= 1\n"
+        "    while abs(x0) * r ** k > tol:\n"
+        "        k += 1\n"
+        "    return float(k)\n",
         # in torch: a 0-d tensor holding the count
         "import math\n"
         "import torch\n\n"
@@ -213,7 +241,19 @@ RIGHT_ANSWERS = {
         "        return 1\n"
         "    if r >= 1:\n"
         "        return math.inf\n"
-        "    return torch.ceil(torch.log(torch.tensor(tol / abs(x0), dtype=torch.float64)) / torch.log(r)).long()\n",
+        "    k = torch.ceil(torch.log(torch.tensor(tol / abs(x0), dtype=torch.float64)) / torch.log(r)).long()\n"
+        "    if k > 0 and abs(x0) * r ** (k - 1) <= tol:       # a tie that the logarithms rounded up\n"
+        "        k = k - 1\n"
+        "    return k\n",
+        # counting with the closed form, one multiplication per step (no gradient descent run)
+        "import math\n\n"
+        "def steps_to_tolerance(x0, lr, tol):\n"
+        "    r, size, k = abs(1 - 2 * lr), abs(x0), 0\n"
+        "    if size > tol and r >= 1:\n"
+        "        return math.inf\n"
+        "    while size > tol:\n"
+        "        size, k = size * r, k + 1\n"
+        "    return k\n",
     ],
     "ch01-best-constant-step": [
         # singular values of a symmetric positive definite H are its eigenvalues (descending)

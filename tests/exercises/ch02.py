@@ -14,6 +14,10 @@ def l1_normalized_direction(g):
     return -g / g.abs().sum()
 
 
+def direction_in_float32(g):   # the right direction, cast to float32 whatever grad's dtype
+    return (-g / g.norm()).float()
+
+
 def grad_sign_slip(X, W, b, Y):
     r = Y - (X @ W + b)          # (y − f) without the minus sign of the chain rule
     return (2 / X.shape[0]) * X.T @ r, (2 / X.shape[0]) * r.sum(0)
@@ -27,6 +31,11 @@ def grad_sse(X, W, b, Y):
 def grad_missing_two(X, W, b, Y):
     r = X @ W + b - Y
     return X.T @ r / X.shape[0], r.mean(0)
+
+
+def grad_mean_over_all_entries(X, W, b, Y):   # F.mse_loss's convention: divides by N·m
+    r = X @ W + b - Y
+    return (2 / r.numel()) * X.T @ r, (2 / r.numel()) * r.sum(0)
 
 
 def grad_bias_not_summed(X, W, b, Y):
@@ -87,8 +96,10 @@ def grad_by_backward_with_enable_grad(X, W, b, Y):
 AUTOGRAD_CHEATS = {"ch02-mse-gradient": [grad_by_autograd, grad_by_backward_with_enable_grad]}
 
 WRONG_ANSWERS = {
-    "ch02-steepest-descent": [ascent_direction, unnormalized_direction, l1_normalized_direction],
-    "ch02-mse-gradient": [grad_sign_slip, grad_sse, grad_missing_two, grad_bias_not_summed],
+    "ch02-steepest-descent": [ascent_direction, unnormalized_direction, l1_normalized_direction,
+                              direction_in_float32],
+    "ch02-mse-gradient": [grad_sign_slip, grad_sse, grad_missing_two, grad_bias_not_summed,
+                          grad_mean_over_all_entries],
     "ch02-least-squares": [lstsq_without_bias, lstsq_bias_row_kept, normal_equations_inverse],
     "ch02-max-stable-lr": [lr_without_bias_column, lr_sse_curvature, lr_one_over_lambda,
                            lr_smallest_eigenvalue],
@@ -115,6 +126,18 @@ def lstsq_upcast_to_float64(X, y):
     return theta[:-1], theta[-1]
 
 
+def normal_equations_pinv_float64_cast_back(X, y):   # X̃ᵀX̃ in float64, pinv, back to X's dtype
+    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1).double()
+    theta = (torch.linalg.pinv(Xt.T @ Xt) @ (Xt.T @ y.double())).to(X.dtype)
+    return theta[:-1], theta[-1]
+
+
+def normal_equations_lstsq_float64_cast_back(X, y):  # X̃ᵀX̃ in float64 handed to lstsq
+    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1).double()
+    theta = torch.linalg.lstsq(Xt.T @ Xt, (Xt.T @ y.double()).unsqueeze(1)).solution[:, 0]
+    return theta[:-1].to(X.dtype), theta[-1].to(X.dtype)
+
+
 def least_squares_by_mathref(X, y):
     from mathref.linear_regression import fit_least_squares
     return fit_least_squares(X, y)
@@ -132,7 +155,9 @@ def max_lr_by_mathref(X):
 
 WRONG_ANSWERS["ch02-least-squares"] += [normal_equations_in_float64,
                                         normal_equations_lstsq_in_float64,
-                                        lstsq_upcast_to_float64, least_squares_by_mathref]
+                                        lstsq_upcast_to_float64, least_squares_by_mathref,
+                                        normal_equations_pinv_float64_cast_back,
+                                        normal_equations_lstsq_float64_cast_back]
 WRONG_ANSWERS["ch02-mse-gradient"].append(mse_gradient_by_mathref)
 WRONG_ANSWERS["ch02-max-stable-lr"].append(max_lr_by_mathref)
 
@@ -195,6 +220,18 @@ SHORTCUTS = {
         "    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1).double()\n"
         "    theta = (Xt.T @ Xt).inverse() @ (Xt.T @ y.double())\n"
         "    return theta[:-1].to(X.dtype), theta[-1].to(X.dtype)\n",
+        # the normal equations handed to pinv or lstsq (not forbidden by name), cast back
+        "import torch\n\n"
+        "def solve_least_squares(X, y):\n"
+        "    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1).double()\n"
+        "    theta = (torch.linalg.pinv(Xt.T @ Xt) @ (Xt.T @ y.double())).to(X.dtype)\n"
+        "    return theta[:-1], theta[-1]\n",
+        "import torch\n\n"
+        "def solve_least_squares(X, y):\n"
+        "    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)\n"
+        "    G, r = (Xt.T @ Xt).double(), (Xt.T @ y).double()\n"
+        "    theta = torch.linalg.lstsq(G, r[:, None]).solution[:, 0].to(X.dtype)\n"
+        "    return theta[:-1], theta[-1]\n",
     ],
     "ch02-max-stable-lr": [
         "import torch\n"
