@@ -196,6 +196,12 @@ def deep_mlp(in_features, width, depth, out_features, activation="relu", residua
     init: "default" (PyTorch's nn.Linear init, Var(w) = 1/(3 n_in)), "xavier", "he", or a number
     used as the standard deviation of every block weight. Biases of the blocks start at zero
     except with "default".
+
+    "xavier": std = gain · √(2 / (n_in + n_out));  "he": std = gain / √n_in (fan_in mode), both
+    with the activation's gain (``calculate_gain``): √2 for relu, 5/3 for tanh, 1 for sigmoid
+    and linear, as ``nn.init.kaiming_normal_(w, nonlinearity=activation)`` does. He's derivation
+    (Var(w) = 2/n_in) is for ReLU; for the other activations "he" is the same fan_in rule with
+    their gain.
     """
     for name, value in (("in_features", in_features), ("width", width),
                         ("depth", depth), ("out_features", out_features)):
@@ -209,7 +215,7 @@ def deep_mlp(in_features, width, depth, out_features, activation="relu", residua
         if init == "xavier":
             xavier_(w, gain=calculate_gain(activation))
         elif init == "he":
-            kaiming_(w, nonlinearity="relu" if activation == "relu" else "linear")
+            kaiming_(w, nonlinearity=activation)      # gain of the activation, not always 1
         elif isinstance(init, (int, float)) and not isinstance(init, bool) and init >= 0:
             with torch.no_grad():
                 w.normal_(0.0, float(init))

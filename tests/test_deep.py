@@ -232,6 +232,17 @@ def test_deep_mlp_init_variances():
         assert block.linear.weight.std().item() == pytest.approx(0.01, rel=0.02)
     with pytest.raises(ValueError, match="init"):
         deep.deep_mlp(4, 8, 2, 1, init="orthogonal")
+
+
+@pytest.mark.parametrize("activation, gain", [("relu", math.sqrt(2)), ("tanh", 5 / 3),
+                                              ("sigmoid", 1.0), ("linear", 1.0)])
+def test_deep_mlp_he_uses_the_activations_gain(activation, gain):
+    # "he" is std = gain/√fan_in with the activation's gain (tanh: 5/3, not 1)
+    torch.manual_seed(0)
+    model = deep.deep_mlp(4, 512, 3, 1, activation, init="he")
+    assert gain == pytest.approx(nn.init.calculate_gain(activation))
+    for block in model.blocks:
+        assert block.linear.weight.std().item() == pytest.approx(gain / math.sqrt(512), rel=0.01)
     with pytest.raises(ValueError, match="depth"):
         deep.deep_mlp(4, 8, 0, 1)
     with pytest.raises(ValueError, match="activation"):

@@ -131,7 +131,10 @@ def check_ch07_inverted_dropout(inverted_dropout):
         ratio = (y[kept][:1] / x[kept][:1]).item()
         hint = (" (that multiplies by 1 − p: divide by it, so that E[y] = x)"
                 if abs(ratio - (1 - p)) < 1e-9 else
-                " (the kept entries must be scaled up by 1/(1 − p))" if abs(ratio - 1) < 1e-9 else "")
+                " (the kept entries must be scaled up by 1/(1 − p))" if abs(ratio - 1) < 1e-9 else
+                " (your scale was computed in float32, torch.rand's default dtype: draw the mask "
+                "with dtype=x.dtype)"
+                if torch.allclose(y[kept], x[kept] / (1 - p), rtol=1e-6, atol=0) else "")
         expect(torch.allclose(y[kept], x[kept] / (1 - p), rtol=1e-9, atol=0),
                f"p={p}: kept entries must be x/(1 − p) = x·{1 / (1 - p):.4g}; got ratios like "
                f"{ratio:.4g}{hint}")
@@ -205,10 +208,16 @@ def check_ch07_residual_backward(residual_backward):
         expect(isinstance(got, torch.Tensor) and tuple(got.shape) == (d,),
                f"depth {depth}: expected a tensor of shape ({d},), got "
                f"{getattr(got, 'shape', type(got).__name__)}")
+        dtype = got.dtype
         got = got.detach().to(torch.float64)
+        low_precision = (" (your answer is only float32-accurate" + (f", it is {str(dtype).replace('torch.', '')}"
+                                                                       if dtype != torch.float64 else "")
+                         + ": compute in the dtype of the inputs (float64))")
         expect(torch.allclose(got, h0.grad, rtol=1e-8, atol=1e-10),
                f"depth {depth}: ∂L/∂h_0 differs from autograd by "
-               f"{(got - h0.grad).abs().max().item():.3g}" + _residual_hint(got, jacobians, g_out))
+               f"{(got - h0.grad).abs().max().item():.3g}"
+               + (low_precision if torch.allclose(got, h0.grad, rtol=1e-5, atol=1e-6)
+                  else _residual_hint(got, jacobians, g_out)))
     return "g_0 = g_L (I + J_L) ⋯ (I + J_1): the identity keeps a direct path for the gradient"
 
 

@@ -246,3 +246,19 @@ WRONG_ANSWERS["ch07-residual-backward"] += [residual_by_autograd]
 # answers that ask autograd: refused by the "without autograd" wrapper
 # (tests/test_exercises_without_autograd.py)
 AUTOGRAD_CHEATS = {"ch07-residual-backward": [residual_by_autograd]}
+
+
+# ---------------------------------------------------------------- added after the review of ch. 7
+def dropout_scale_in_float32(x, p):
+    return x * ((torch.rand(x.shape) >= p) / (1 - p))               # float32 mask / (1 − p)
+
+
+def residual_in_float32(jacobians, grad_out):
+    g = grad_out.float()
+    for jac in reversed(jacobians):
+        g = g @ (torch.eye(len(g)) + jac.float())
+    return g.double()                                                # float64 again, float32 digits
+
+
+WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_scale_in_float32]
+WRONG_ANSWERS["ch07-residual-backward"] += [residual_in_float32]

@@ -289,3 +289,54 @@ RIGHT_ANSWERS = {
         "    return dx, dgamma, dbeta\n",
     ],
 }
+
+
+# ---------------------------------------------------------------- added after the review of ch. 8
+def _bn_loss(dy, eps):
+    def loss(x, g, b):                                               # a hand-written forward pass
+        mu = x.mean(0)
+        s = torch.sqrt(((x - mu) ** 2).mean(0) + eps)
+        return ((g * (x - mu) / s + b) * dy).sum()
+    return loss
+
+
+def _central_differences(loss, args, steps):
+    grads = []
+    for i, (t, h) in enumerate(zip(args, steps)):
+        out = torch.zeros_like(t)
+        for k in range(t.numel()):
+            e = torch.zeros_like(t)
+            e.view(-1)[k] = h.expand_as(t).reshape(-1)[k]
+            up, down = list(args), list(args)
+            up[i], down[i] = t + e, t - e
+            out.view(-1)[k] = (loss(*up) - loss(*down)) / (2 * e.view(-1)[k])
+        grads.append(out)
+    return tuple(grads)
+
+
+def bnb_finite_differences(dy, x, gamma, eps=1e-5):
+    h = torch.tensor(1e-6, dtype=x.dtype)
+    return _central_differences(_bn_loss(dy, eps), [x, gamma, torch.zeros_like(gamma)], [h, h, h])
+
+
+def bnb_finite_differences_scaled_step(dy, x, gamma, eps=1e-5):
+    h = torch.tensor(1e-6, dtype=x.dtype)
+    return _central_differences(_bn_loss(dy, eps), [x, gamma, torch.zeros_like(gamma)],
+                                [1e-4 * x.std(0, unbiased=False), h, h])   # step per feature scale
+
+
+WRONG_ANSWERS["ch08-batch-norm-backward"] += [bnb_finite_differences,
+                                              bnb_finite_differences_scaled_step]
+RIGHT_ANSWERS["ch08-batch-norm-backward"].append(
+    "def batch_norm_backward(dy, x, gamma, eps=1e-5):\n"             # staged, node by node
+    "    n = x.shape[0]\n"
+    "    mu = x.mean(0)\n"
+    "    xc = x - mu\n"
+    "    var = (xc ** 2).mean(0)\n"
+    "    inv = 1 / torch.sqrt(var + eps)\n"
+    "    xhat = xc * inv\n"
+    "    dxhat = dy * gamma\n"
+    "    dvar = (dxhat * xc).sum(0) * -0.5 * inv ** 3\n"
+    "    dmu = -(dxhat * inv).sum(0) + dvar * (-2 * xc).mean(0)\n"
+    "    dx = dxhat * inv + dvar * 2 * xc / n + dmu / n\n"
+    "    return dx, (dy * xhat).sum(0), dy.sum(0)\n")
