@@ -105,6 +105,18 @@ def test_encoding_applies_merges_in_training_order(trained):
         assert trained.encode_bytes(data) == apply_merges_in_order(data, trained.merges)
 
 
+# Random text drawn mostly from the training alphabet, so that the merges actually apply (and
+# chains of merges, overlapping runs and chunk boundaries occur), plus arbitrary text.
+_MERGE_ALPHABET = sorted(set(SAMPLE + "naïve café, 東京 🙂 <|eos|>"))
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.one_of(st.text(alphabet=st.sampled_from(_MERGE_ALPHABET), max_size=80), st.text()))
+def test_encoding_applies_merges_in_training_order_on_random_text(text):
+    data = text.encode("utf-8")
+    assert BPE_FOR_PROPERTY.encode_bytes(data) == apply_merges_in_order(data, BPE_FOR_PROPERTY.merges)
+
+
 def test_split_pattern_covers_every_character():
     text = "Hello, world!  It's 2024\t\n\n naïve_snake 東京🙂 \x00\u2028"
     assert "".join(re.findall(tk.GPT2_SPLIT_PATTERN, text)) == text

@@ -28,6 +28,8 @@ def check_ch10_merge_pair(merge_pair):
         got = merge_pair(given, pair, new_id)
         expect(given == original, f"{what}: your function changed the list ids it was given "
                                   f"({original} became {given}): build and return a new list")
+        expect(isinstance(got, list), f"{what}: expected a new list of ids, got "
+                                      f"{type(got).__name__}")
         try:
             got = [int(x) for x in got]
         except TypeError:
@@ -48,12 +50,16 @@ def check_ch10_most_frequent_pair(most_frequent_pair):
     expect_callable(most_frequent_pair, "most_frequent_pair(chunks)")
     cases = [([[1, 2, 3], [1, 2], [2, 3, 4]], "(1, 2) and (2, 3) tie: the smaller pair wins"),
              ([[5, 5, 5, 5], [1, 2]], "a run of four 5s has three (5, 5) pairs"),
+             ([[3, 3, 3], [4, 5], [4, 5]], "[3, 3, 3] has two overlapping (3, 3) pairs (equation "
+              "ch10-pair-count counts every position i), tying with (4, 5): the smaller (3, 3) wins"),
              ([[1, 9], [2, 9], [2, 9], [2, 5], [5, 6]], "(9, 2) only occurs across chunks, so it does not count"),
              ([[7, 8], [7, 8], [3, 1, 2], [1, 2]], "(7, 8) twice and (1, 2) twice: the tie goes to (1, 2)"),
              ([list(b" low"), list(b" lower"), list(b" newest"), list(b" widest")],
               "bytes of four words")]
     for chunks, what in cases:
         got = most_frequent_pair([list(c) for c in chunks])
+        expect(isinstance(got, tuple), f"{what}: expected the pair as a tuple (a, b), got "
+                                       f"{type(got).__name__} {got!r}")
         try:
             got = tuple(int(x) for x in got)
         except TypeError:
@@ -72,7 +78,22 @@ _ONE_HOT_SHORTCUTS = (
     "torch.gather", "torch.Tensor.gather", "torch.take", "torch.Tensor.take",
     "torch.take_along_dim", "torch.Tensor.take_along_dim", "torch.ops.aten.index",
     "torch.ops.aten.index_select", "torch.ops.aten.gather", "torch.ops.aten.take",
-    "torch.ops.aten.embedding", "torch.ops.aten._embedding_bag")
+    "torch.ops.aten.embedding", "torch.ops.aten._embedding_bag",
+    # ... and taking rows or slices out of a tensor one at a time: E[i] with an int (aten.select),
+    # E[i:i + 1] and E.narrow (aten.slice), E.unbind(0) and iterating over a tensor (aten.unbind),
+    # E.split / E.chunk (aten.split), as_strided views and masked_select. A rule refuses by
+    # name, whatever tensor the operator is applied to, so these are refused on ids as well:
+    # the statement asks for all one-hot vectors at once (F.one_hot, or ids compared with
+    # torch.arange(V)), which needs none of them (a full slice such as ids[..., None] or
+    # x[:, None] dispatches no aten.slice).
+    # (split, chunk and narrow by their Python names: torch.ops.aten.split is composite, and
+    # standing in for it by name crashes torch's own Tensor.split)
+    "torch.ops.aten.select", "torch.ops.aten.slice", "torch.ops.aten.unbind",
+    "torch.ops.aten.split_with_sizes", "torch.ops.aten.unsafe_split",
+    "torch.ops.aten.unsafe_split_with_sizes", "torch.ops.aten.as_strided",
+    "torch.ops.aten.masked_select", "torch.Tensor.split", "torch.split", "torch.Tensor.chunk",
+    "torch.chunk", "torch.Tensor.tensor_split", "torch.tensor_split", "torch.Tensor.narrow",
+    "torch.narrow")
 
 
 def _embed_with(embed_one_hot, ids, E, what):
@@ -101,12 +122,15 @@ def _embed_with(embed_one_hot, ids, E, what):
 
 @exercise("ch10-one-hot-embedding", forbid=_ONE_HOT_SHORTCUTS,
           because="the exercise multiplies one-hot vectors by E instead of selecting rows by index "
-                  "(E[ids], torch.eye(V)[ids], index_select, gather, F.embedding); F.one_hot is "
-                  "allowed")
+                  "(E[ids], torch.eye(V)[ids], index_select, gather, F.embedding) or one at a "
+                  "time (E[i], slices, narrow, unbind, split, iterating over a tensor; refused on "
+                  "ids too: build all one-hot vectors at once); F.one_hot is allowed")
 def check_ch10_one_hot_embedding(embed_one_hot):
     """embed_one_hot(ids, E): one_hot(ids, V) @ E with V = E.shape[0], shape [..., d] and E's
     dtype (float64 and float32 tables), computed without indexing: advanced indexing
-    (aten.index), index_select, gather and F.embedding are refused while the answer runs."""
+    (aten.index), index_select, gather, F.embedding, and the operators that take one row or
+    slice at a time (select, slice, narrow, unbind, split, as_strided, masked_select) are refused
+    while the answer runs."""
     expect_callable(embed_one_hot, "embed_one_hot(ids, E)")
     gen = torch.Generator().manual_seed(10)
     E = torch.randn(12, 5, generator=gen, dtype=torch.float64)

@@ -226,4 +226,7 @@ RIGHT_ANSWERS = {
 }
 SHORTCUTS["ch09-unit-distance"] = SHORTCUTS["ch09-unit-distance"] + [
     "import math\nimport torch\n\ndef unit_distance(c):\n"
-    "    return torch.tensor([1.0, 0.0]).dist(torch.tensor([c, math.sqrt(1 - c * c)])).item()\n"]
+    "    return torch.tensor([1.0, 0.0]).dist(torch.tensor([c, math.sqrt(1 - c * c)])).item()\n",
+    "import math\nimport torch\n\ndef unit_distance(c):\n"
+    "    c = torch.tensor(c, dtype=torch.float64)\n"
+    "    return torch.hypot(1 - c, (1 - c * c).clamp_min(0).sqrt()).item()\n"]

@@ -58,6 +58,36 @@ def pair_distinct_per_chunk(chunks):
     return max(counts.items(), key=lambda kv: (kv[1], -kv[0][0], -kv[0][1]))[0]
 
 
+def pair_skipping_overlaps(chunks):
+    # counts a run of equal ids like a merge would, without overlaps: [3, 3, 3] gives one (3, 3)
+    counts = Counter()
+    for c in chunks:
+        i = 0
+        while i + 1 < len(c):
+            counts[(c[i], c[i + 1])] += 1
+            i += 2 if c[i] == c[i + 1] else 1
+    return max(counts.items(), key=lambda kv: (kv[1], -kv[0][0], -kv[0][1]))[0]
+
+
+def pair_as_list(chunks):
+    # the right pair, returned as a list [a, b] instead of the tuple (a, b) the statement asks for
+    counts = Counter(p for c in chunks for p in zip(c, c[1:]))
+    return list(max(counts, key=lambda p: (counts[p], -p[0], -p[1])))
+
+
+def merge_as_tuple(ids, pair, new_id):
+    # the right ids, returned as a tuple instead of a new list
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return tuple(out)
+
+
 def _chunks(text):
     import re
 
@@ -211,9 +241,9 @@ bpe_split_digits_without_space = _bpe_with_split(_regex_split(
 
 WRONG_ANSWERS = {
     "ch10-merge-pair": [merge_first_only, merge_overlapping, merge_right_to_left, merge_library,
-                        merge_in_place],
+                        merge_in_place, merge_as_tuple],
     "ch10-most-frequent-pair": [pair_across_chunks, pair_first_seen, pair_distinct_per_chunk,
-                                pair_library],
+                                pair_library, pair_skipping_overlaps, pair_as_list],
     "ch10-one-hot-embedding": [
         lambda ids, E: F.one_hot(ids).to(E.dtype) @ E,        # width from the ids, not from E
         lambda ids, E: E[ids - 1],                             # off by one
@@ -274,6 +304,36 @@ SHORTCUTS = {
         "import torch\n\n"
         "def one_hot_lookup(ids, E):\n"
         "    return E.as_subclass(torch.Tensor)[ids]\n",
+        # one row at a time: aten.select (and aten.unbind for the loop over ids)
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    rows = [E[int(i)] for i in ids.flatten()]\n"
+        "    return torch.stack(rows).reshape(*ids.shape, E.shape[1])\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    rows = [E[i] for i in ids.flatten().tolist()]\n"
+        "    return torch.stack(rows).reshape(*ids.shape, E.shape[1])\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    rows = E.unbind(0)\n"
+        "    return torch.stack([rows[i] for i in ids.flatten().tolist()]).reshape(*ids.shape, -1)\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    rows = [E.narrow(0, i, 1) for i in ids.flatten().tolist()]\n"
+        "    return torch.cat(rows).reshape(*ids.shape, E.shape[1])\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    rows = [E[i:i + 1] for i in ids.flatten().tolist()]\n"
+        "    return torch.cat(rows).reshape(*ids.shape, E.shape[1])\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    rows = E.split(1)\n"
+        "    return torch.cat([rows[i] for i in ids.flatten().tolist()]).reshape(*ids.shape, -1)\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    d = E.shape[1]\n"
+        "    rows = [E.as_strided((d,), (1,), i * d) for i in ids.flatten().tolist()]\n"
+        "    return torch.stack(rows).reshape(*ids.shape, d)\n",
     ],
     "ch10-bpe-encode": [
         "from mathref.tokenizers import BPETokenizer\n\n"
@@ -342,6 +402,15 @@ RIGHT_ANSWERS = {
         "import torch.nn.functional as F\n\n"
         "def one_hot_lookup(ids, E):\n"
         "    return torch.einsum('...v,vd->...d', F.one_hot(ids, len(E)).to(E), E)\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    flat = ids.reshape(-1)[:, None]                   # a full slice: no aten.slice\n"
+        "    one_hot = (flat == torch.arange(E.shape[0])).to(E.dtype)\n"
+        "    return torch.matmul(one_hot, E).reshape(*ids.shape, E.shape[1])\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    mask = (ids[..., None] == torch.arange(len(E))).to(E.dtype)   # [..., V]\n"
+        "    return (mask[..., None] * E).sum(-2)               # Σ_j (1_i)_j E_j\n",
     ],
     "ch10-bpe-encode": [
         # every merge in training order, as section 10.2 shows is the same
