@@ -165,7 +165,10 @@ def check_ch13_pre_norm_block(pre_norm_block):
         x = torch.randn(2, 5, 8, dtype=torch.float64) * 3 + 1
         with torch.no_grad():
             want = block(x)
+            before = x.clone()
             got = pre_norm_block(x, block.self_attn, block.ffn, block.norm1, block.norm2)
+        expect(torch.equal(x, before), "your function changed `x` in place (`x += …` or "
+               "`x.add_(…)`): do not modify `x`, write `x = x + …` to make a new tensor")
         expect(isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(want.shape),
                f"expected a tensor of shape {tuple(want.shape)}")
         err = (got - want).abs().max().item()

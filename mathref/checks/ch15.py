@@ -201,12 +201,30 @@ def check_ch15_flash_tile_step(flash_tile_step):
             got = flash_tile_step(q, k[start:start + b_k], v[start:start + b_k], m, l, acc)
             expect(isinstance(got, tuple) and len(got) == 3,
                    f"return the triple (m, l, acc), got {type(got).__name__}")
+            low = sorted({str(t.dtype).replace("torch.", "") for t in got
+                          if isinstance(t, torch.Tensor) and t.dtype != torch.float64})
             m, l, acc = (torch.as_tensor(t, dtype=torch.float64) for t in got)
             expect(m.shape == (T_q,) and l.shape == (T_q,) and acc.shape == (T_q, d),
                    f"shapes must stay m {[T_q]}, l {[T_q]}, acc {[T_q, d]}; got "
                    f"{list(m.shape)}, {list(l.shape)}, {list(acc.shape)}")
             seen = scores[:, :start + b_k]
             m_want = seen.max(dim=-1).values
+            l_want = torch.exp(seen - m_want[:, None]).sum(dim=-1)
+            acc_want = torch.exp(seen - m_want[:, None]) @ v[:start + b_k]
+            close32 = (torch.allclose(m, m_want, rtol=1e-5, atol=1e-5)
+                       and torch.allclose(l, l_want, rtol=1e-5, atol=1e-5 * float(l_want.abs().max()))
+                       and torch.allclose(acc, acc_want, rtol=1e-5,
+                                          atol=1e-5 * float(acc_want.abs().max())))
+            exact = (torch.allclose(m, m_want, rtol=1e-12, atol=1e-12)
+                     and float((l - l_want).abs().max() / l_want.abs().max()) < 1e-9
+                     and float((acc - acc_want).abs().max() / acc_want.abs().max()) < 1e-9)
+            if close32 and not exact:
+                raise CheckFailure(
+                    f"after the tile starting at key {start} {where}, your result is right to "
+                    f"float32 precision only"
+                    + (f" (it comes back as {', '.join(low)})" if low else "")
+                    + ": compute in the inputs' dtype (float64)")
+            expect(not low, f"m, l and acc must keep the inputs' dtype (float64), got {', '.join(low)}")
             if not torch.allclose(m, m_want, rtol=1e-12, atol=1e-12):
                 unscaled = (q @ k[:start + b_k].T).max(dim=-1).values
                 tile_only = scores[:, start:start + b_k].max(dim=-1).values

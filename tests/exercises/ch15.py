@@ -1,4 +1,6 @@
 """Typical wrong answers to chapter 15's exercises: each must fail its checker."""
+import math
+
 import torch
 
 
@@ -117,6 +119,18 @@ def tile_no_max_subtracted(q, k_tile, v_tile, m, l, acc):
     return torch.maximum(m, s.max(-1).values), l + torch.exp(s).sum(-1), acc + torch.exp(s) @ v_tile
 
 
+def tile_in_float32(q, k_tile, v_tile, m, l, acc):    # right formulas, computed in float32
+    q, k_tile, v_tile, m, l, acc = (t.float() for t in (q, k_tile, v_tile, m, l, acc))
+    s = q @ k_tile.T / math.sqrt(q.shape[-1])
+    m_new = torch.maximum(m, s.max(dim=-1).values)
+    c, p = torch.exp(m - m_new), torch.exp(s - m_new[:, None])
+    return m_new, l * c + p.sum(-1), acc * c[:, None] + p @ v_tile
+
+
+def tile_in_float32_cast_back(q, k_tile, v_tile, m, l, acc):   # float32 inside, float64 outside
+    return tuple(t.double() for t in tile_in_float32(q, k_tile, v_tile, m, l, acc))
+
+
 WRONG_ANSWERS = {
     "ch15-kv-cache-bytes": [kv_without_factor_two, kv_in_bits, kv_without_batch],
     "ch15-crossover-length": [crossover_always_6d, crossover_multiply_adds_mixed,
@@ -128,7 +142,8 @@ WRONG_ANSWERS = {
     "ch15-loss-scale-update": [scale_no_reset_on_overflow, scale_grows_one_step_late,
                                scale_never_backs_off],
     "ch15-flash-tile-step": [tile_acc_not_rescaled, tile_without_scale, tile_max_of_tile_only,
-                             tile_rescale_sign_flipped, tile_no_max_subtracted],
+                             tile_rescale_sign_flipped, tile_no_max_subtracted, tile_in_float32,
+                             tile_in_float32_cast_back],
 }
 
 
