@@ -157,24 +157,52 @@ _AUTOGRAD_NAMES = (("torch.Tensor.backward", "torch.autograd.grad", "torch.autog
                    + AUTOGRAD_FUNCTIONAL)
 
 
+_COMPLEX_STEP_MESSAGE = ("your solution computed with complex numbers: complex-step "
+                         "differentiation, Im f(x + ih)/h, is a numerical derivative accurate to "
+                         "the last digit, not a derivation. This exercise asks for the formula: "
+                         "derive it from the chapter")
+
+
+class _RealOnly(TorchDispatchMode):
+    """Refuses any PyTorch operation that produces a complex tensor, and remembers it (so a
+    solution that catches the refusal still fails): the complex step is differentiation too."""
+
+    def __init__(self):
+        super().__init__()
+        self.hit = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        results = out if isinstance(out, (tuple, list)) else (out,)
+        if any(isinstance(t, torch.Tensor) and t.is_complex() for t in results):
+            self.hit = True
+            raise CheckFailure(_COMPLEX_STEP_MESSAGE)
+        return out
+
+
 def without_autograd(answer):
     """``answer`` wrapped so that each call runs with autograd unavailable: under
     ``torch.inference_mode()`` (no graph is recorded, so ``backward`` has nothing to follow) and
     with ``Tensor.backward``, ``torch.autograd.grad``/``backward``, the differentiating
     transforms of ``torch.func`` and ``torch.autograd.functional`` refused (a :class:`Forbidden`
-    rule, so names imported before the call refuse too). Use it for every exercise whose
-    statement says "without autograd"; compute the checker's own oracle outside the call."""
+    rule, so names imported before the call refuse too), and with complex tensors refused
+    (complex-step differentiation). Use it for every exercise whose statement says "without
+    autograd"; compute the checker's own oracle outside the call."""
     @functools.wraps(answer)
     def call(*args, **kwargs):
         rule = Forbidden(_AUTOGRAD_NAMES, "this exercise", "it asks for the gradient by hand, "
                          "without autograd: compute it from the formulas in the chapter")
+        real = _RealOnly()
         try:
-            with rule, torch.inference_mode():
-                return answer(*args, **kwargs)
+            with rule, torch.inference_mode(), real:
+                result = answer(*args, **kwargs)
         except RuntimeError as err:
             if "grad" in str(err):  # e.g. requires_grad_ on an inference tensor
                 raise CheckFailure(_AUTOGRAD_MESSAGE.format(what=str(err).splitlines()[0]))
             raise
+        if real.hit:
+            raise CheckFailure(_COMPLEX_STEP_MESSAGE)
+        return result
     return call
 
 
