@@ -36,8 +36,10 @@ _SDPA_BACKWARD_OPS = tuple(f"{name}_backward" for name in _SDPA_OPS[1:])
 _MHA_MODULES = ("torch.nn.MultiheadAttention.forward", "mathref.gpt.CausalSelfAttention.forward",
                 "mathref.gpt.Block.forward", "mathref.gpt.GPT.forward",
                 "torch.nn.functional.multi_head_attention_forward",
-                "mathref.attention.MultiHeadAttention.forward")
+                "mathref.attention.MultiHeadAttention.forward",
+                "torch._native_multi_head_attention", "torch.ops.aten._native_multi_head_attention")
 _SOFTMAX_BACKWARD = ("torch._softmax_backward_data", "torch.ops.aten._softmax_backward_data",
+                     "torch._log_softmax_backward_data", "torch.ops.aten._log_softmax_backward_data",
                      "mathref.attention.softmax_backward", "mathref.attention.attention_backward",
                      "mathref.attention.AttentionFunction.backward")
 
@@ -45,7 +47,8 @@ _SOFTMAX_BACKWARD = ("torch._softmax_backward_data", "torch.ops.aten._softmax_ba
 @exercise("ch11-causal-mask",
           forbid=("mathref.attention.causal_mask", "mathref.attention.to_additive_mask",
                   "torch.nn.Transformer.generate_square_subsequent_mask",
-                  "torch.nn.modules.transformer._generate_square_subsequent_mask"),
+                  "torch.nn.modules.transformer._generate_square_subsequent_mask",
+                  "mathref.positions.alibi_bias"),
           because="the exercise asks you to build the mask from its definition")
 def check_ch11_causal_mask(causal_additive_mask):
     """causal_additive_mask(T): [T, T] float, 0 where j ≤ i and −∞ where j > i."""
@@ -106,6 +109,10 @@ def check_ch11_attention(attention):
     q, k, v = _randn(2, 3, 4, 6, seed=0), _randn(2, 3, 5, 6, seed=1), _randn(2, 3, 5, 7, seed=2)
     _expect_tensor_close(attention(q, k, v, None), F.scaled_dot_product_attention(q, k, v),
                          "4 queries, 5 keys, d_k = 6, d_v = 7, no mask")
+    # no head axis: shape (B, T, d_k), so the answer must act on the last two axes, not on 2 and 3
+    q3, k3, v3 = _randn(3, 4, 6, seed=6), _randn(3, 5, 6, seed=7), _randn(3, 5, 2, seed=8)
+    _expect_tensor_close(attention(q3, k3, v3, None), F.scaled_dot_product_attention(q3, k3, v3),
+                         "3-D inputs (B, T, d_k) without a head axis, no mask")
     q, k, v = (_randn(1, 2, 5, 16, seed=s) * 2 for s in (3, 4, 5))
     causal = torch.zeros(5, 5, dtype=F64).masked_fill(
         torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))

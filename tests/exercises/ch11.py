@@ -59,6 +59,11 @@ def attention_softmax_over_queries(q, k, v, mask=None):
     return torch.softmax(s if mask is None else s + mask, dim=-2) @ v
 
 
+def attention_fixed_4d_axes(q, k, v, mask=None):  # works only on [B, H, T, d] tensors
+    s = q @ k.transpose(2, 3) / math.sqrt(q.shape[-1])
+    return torch.softmax(s if mask is None else s + mask, dim=3) @ v
+
+
 # ---- ch11-softmax-backward
 def softmax_bw_missing_term(P, G_P):
     return P * G_P
@@ -184,6 +189,10 @@ def softmax_bw_builtin(P, G_P):
     return torch._softmax_backward_data(G_P, P, -1, P.dtype)
 
 
+def softmax_bw_log_softmax_builtin(P, G_P):
+    return torch.ops.aten._log_softmax_backward_data(G_P * P, P.log(), -1, P.dtype)
+
+
 def softmax_bw_library(P, G_P):
     import mathref.attention as A
     return A.softmax_backward(P, G_P)
@@ -206,10 +215,10 @@ WRONG_ANSWERS = {
     "ch11-mha-param-count": [count_ignores_gqa, count_always_bias, count_wo_per_head,
                              count_by_building_the_layer],
     "ch11-attention": [attention_unscaled, attention_scaled_by_dk, attention_mask_before_scaling,
-                       attention_softmax_over_queries, attention_sdpa],
+                       attention_softmax_over_queries, attention_fixed_4d_axes, attention_sdpa],
     "ch11-softmax-backward": [softmax_bw_missing_term, softmax_bw_column_sum, softmax_bw_missing_p,
                               softmax_bw_transposed_jacobian_row, softmax_bw_autograd,
-                              softmax_bw_builtin, softmax_bw_library],
+                              softmax_bw_builtin, softmax_bw_log_softmax_builtin, softmax_bw_library],
     "ch11-multi-head": [mha_scaled_by_sqrt_dmodel, mha_bad_head_split, mha_wo_per_head],
     "ch11-gqa-backward": [gqa_bw_mean_over_group, gqa_bw_first_head_only, gqa_bw_interleaved_groups,
                           gqa_bw_no_scale, gqa_bw_by_autograd, gqa_bw_library],
@@ -229,6 +238,10 @@ SHORTCUTS = {
         "import mathref.attention as A\n\n"
         "def causal_additive_mask(T):\n"
         "    return A.to_additive_mask(torch.ones(T, T, dtype=torch.bool).tril())\n",
+        "import torch\n"
+        "import mathref.positions as P\n\n"
+        "def causal_additive_mask(T):\n"
+        "    return torch.where(P.alibi_bias(1, T)[0].isinf(), float('-inf'), 0.0)\n",
     ],
     "ch11-mha-param-count": [
         "from mathref.attention import MultiHeadAttention as MHA\n\n"
@@ -271,6 +284,12 @@ SHORTCUTS = {
         "import torch\n\n"
         "def softmax_backward_rows(P, G_P):\n"
         "    return torch.ops.aten._softmax_backward_data(G_P, P, -1, P.dtype)\n",
+        "import torch\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    return torch.ops.aten._log_softmax_backward_data(G_P * P, P.log(), -1, P.dtype)\n",
+        "import torch\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    return torch._log_softmax_backward_data(G_P * P, P.log(), -1, P.dtype)\n",
         "from mathref.attention import softmax_backward\n\n"
         "def softmax_backward_rows(P, G_P):\n"
         "    return softmax_backward(P, G_P)\n",
@@ -320,8 +339,29 @@ SHORTCUTS = {
         "        layer.w_v.weight.copy_(W_V.T)\n"
         "        layer.w_o.weight.copy_(W_O.T)\n"
         "    return layer(x, is_causal=True).detach()\n",
+        "import torch\n\n"
+        "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
+        "    d, T = x.shape[-1], x.shape[1]\n"
+        "    w = torch.cat([W_Q.T, W_K.T, W_V.T])\n"
+        "    mask = torch.ones(T, T, dtype=torch.bool).triu(1)\n"
+        "    return torch._native_multi_head_attention(\n"
+        "        x, x, x, d, n_heads, w, torch.zeros(3 * d, dtype=x.dtype), W_O.T,\n"
+        "        torch.zeros(d, dtype=x.dtype), mask, False, True, 0)[0]\n",
     ],
     "ch11-gqa-backward": [
+        "import math\n"
+        "import torch\n\n"
+        "def gqa_attention_backward(q, k, v, G_O):\n"
+        "    B, H, T, d = q.shape\n"
+        "    g = H // k.shape[1]\n"
+        "    K, V = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)\n"
+        "    c = 1 / math.sqrt(d)\n"
+        "    future = torch.ones(T, T, dtype=torch.bool).triu(1)\n"
+        "    P = torch.softmax((c * q @ K.transpose(-2, -1)).masked_fill(future, -math.inf), -1)\n"
+        "    G_S = torch._log_softmax_backward_data((G_O @ V.transpose(-2, -1)) * P, P.log(), -1, P.dtype)\n"
+        "    G_K = (c * G_S.transpose(-2, -1) @ q).view(B, -1, g, T, d).sum(2)\n"
+        "    G_V = (P.transpose(-2, -1) @ G_O).view(B, -1, g, T, G_O.shape[-1]).sum(2)\n"
+        "    return c * G_S @ K, G_K, G_V\n",
         "import torch\n"
         "import torch.nn.functional as F\n\n"
         "def gqa_attention_backward(q, k, v, G_O):\n"
