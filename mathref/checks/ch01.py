@@ -1,6 +1,9 @@
 """Checkers for chapter 1: derivatives and gradient descent on x²."""
+import decimal
 import math
 import numbers
+import os
+import sys
 from fractions import Fraction
 
 import torch
@@ -185,17 +188,71 @@ def check_ch01_best_constant_step(best_constant_step):
 
 
 def _exact_steps(x0, lr, tol):
-    """The smallest k with |x0|·|1 − 2η|^k ≤ tol, in exact rational arithmetic on the given
-    floats (no rounding at all), or math.inf when |1 − 2η| ≥ 1 and |x0| > tol."""
+    """The smallest k with |x0|·|1 − 2η|^k ≤ tol, decided without rounding trouble, or math.inf
+    when |1 − 2η| ≥ 1 and |x0| > tol. Small k: exact rational arithmetic on the given floats.
+    Large k (billions of steps, where exact powers are out of reach): a candidate from the
+    logarithms, settled by comparing k and k − 1 in 60-digit decimal arithmetic."""
     x, r, tol = abs(Fraction(x0)), abs(1 - 2 * Fraction(lr)), Fraction(tol)
     if x <= tol:
         return 0
     if r >= 1:
         return math.inf
-    k = 0
-    while x > tol:
-        x, k = x * r, k + 1
-    return k
+    if r == 0:
+        return 1
+    candidate = math.ceil(math.log(tol / x) / math.log(r))
+    if candidate <= 10_000:
+        k = 0
+        while x > tol:
+            x, k = x * r, k + 1
+        return k
+    with decimal.localcontext() as ctx:
+        ctx.prec = 60
+        x_d, r_d, tol_d = (decimal.Decimal(q.numerator) / q.denominator for q in (x, r, tol))
+
+        def reached(k):
+            return x_d * r_d ** k <= tol_d
+
+        k = candidate
+        while not reached(k):
+            k += 1
+        while k > 0 and reached(k - 1):
+            k -= 1
+        return k
+
+
+class _LineBudgetSpent(BaseException):
+    """Raised inside the student's code once it has run too many lines of Python."""
+
+
+_LIBRARY_DIRS = (os.path.dirname(torch.__file__) + os.sep,                     # torch/
+                 os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)  # mathref/
+
+
+def _with_line_budget(answer, args, budget=200_000):
+    """answer(*args), stopped once it has executed ``budget`` lines of Python outside torch and
+    mathref: a closed form needs a few dozen, a loop over 2·10¹⁰ steps never ends. Counting
+    lines (sys.settrace) instead of seconds makes the verdict the same on every machine and in
+    every thread."""
+    left = [budget]
+
+    def local(frame, event, arg):
+        if event == "line":
+            left[0] -= 1
+            if left[0] < 0:
+                raise _LineBudgetSpent
+        return local
+
+    def tracer(frame, event, arg):
+        return None if frame.f_code.co_filename.startswith(_LIBRARY_DIRS) else local
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        return answer(*args), False
+    except _LineBudgetSpent:
+        return None, True
+    finally:
+        sys.settrace(previous)
 
 
 def _whole_number(value):
@@ -228,12 +285,18 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
              (3.0, 1.2, 1e-3),
              # a tie: |x_k| = 2⁻ᵏ, so |x_29| = tol exactly and k = 29; the quotient of rounded
              # logarithms log(tol/|x0|)/log r comes out a hair above 29, and its ceiling is 30
-             (1.0, 0.25, 2.0 ** -29)]
+             (1.0, 0.25, 2.0 ** -29),
+             # just below that tie: k = 30, though the quotient exceeds 29 by only ~1e-12 (an
+             # epsilon subtracted before the ceiling turns it into 29)
+             (1.0, 0.25, 2.0 ** -29 * (1 - 2.0 ** -40)),
+             # k ≈ 2·10¹⁰ (1 − 2η = 1 − 2⁻³³ exactly): instant with the closed form, endless
+             # with a loop over the steps
+             (1.0, 2.0 ** -34, 0.1)]
     for x0, lr, tol in cases:
         expected = _exact_steps(x0, lr, tol)
         where = f"x0={x0}, η={lr}, tol={tol}"
         try:
-            raw = steps_to_tolerance(x0, lr, tol)
+            raw, endless = _with_line_budget(steps_to_tolerance, (x0, lr, tol))
         except (ZeroDivisionError, ValueError, OverflowError) as err:
             r = abs(1 - 2 * lr)
             if r == 0 or r >= 1:
@@ -243,6 +306,9 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
                     f"handle η = 0.5 (one step) and |1 − 2η| ≥ 1 (math.inf) before taking "
                     f"logarithms") from None
             raise
+        expect(not endless, f"{where}: your function was still running after 200,000 lines of "
+                            f"Python (here k = {expected}): the closed form answers instantly; a "
+                            f"loop over steps does not")
         got = _whole_number(raw)
         if math.isinf(expected):
             expect(got == math.inf, f"{where}: |x_k| never reaches tol (|1 − 2η| ≥ 1), so "
@@ -256,6 +322,12 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
                         f"quotient of the rounded logarithms lands a hair above {expected}, so its "
                         f"ceiling is one too many; check the candidate and the step before it "
                         f"with the closed form |x0|·|1 − 2η|^k ≤ tol)")
+            elif (got == expected - 1 and expected <= 10_000
+                  and abs(Fraction(x0)) * abs(1 - 2 * Fraction(lr)) ** got
+                  <= Fraction(tol) * (1 + Fraction(1, 10 ** 9))):
+                hint = (f" (one too few: |x0|·|1 − 2η|^{got} exceeds tol, by a relative 10⁻¹² or "
+                        f"so; an epsilon subtracted before the ceiling hides that. Check the "
+                        f"candidate and the step before it with the closed form instead)")
             elif got in (expected - 1, expected + 1):
                 hint = (" (off by one: k is the smallest whole number with |x0|·|1 − 2η|^k ≤ "
                         "tol, so round up with math.ceil)")

@@ -86,6 +86,9 @@ def check_ch02_mse_gradient(mse_gradient):
         want_W, want_b = _autograd_mse(X, W, b, Y)
         where = f"N={N}, d={d}, m={m}"
         for name, g, w in (("grad_W", got[0], want_W), ("grad_b", got[1], want_b)):
+            expect(not isinstance(g, torch.Tensor) or g.dtype == X.dtype,
+                   f"{name} for {where}: your tensor is {str(g.dtype).replace('torch.', '')}: "
+                   f"return tensors in X's dtype (float64)")
             expect(not _matches(g, -w), f"{name} for {where} has the wrong sign: the residual "
                    f"is Ŷ − Y = XW + b − Y (prediction minus target)")
             expect(not _matches(g, N * w), f"{name} for {where} is N times too large (the "
@@ -121,13 +124,20 @@ _FACTORIZATIONS = {"torch.linalg.lstsq", "torch.linalg.pinv", "torch.pinverse",
                    "torch.linalg.qr", "torch.qr", "torch.Tensor.qr"}
 
 
-def _on_design_matrix(solve_least_squares, X, y):
+# a float32 tensor turned into a NumPy array leaves PyTorch's sight (and float32, once NumPy
+# upcasts it): refused outright in the float32 call, which the statement says
+_TO_NUMPY = ("torch.Tensor.numpy", "torch.Tensor.__array__")
+
+
+def _on_design_matrix(solve_least_squares, X, y, also=()):
     """solve_least_squares(X, y) with the factorizations refused on anything but a matrix of
     X's N rows in X's dtype (the design matrix X̃): handed X̃ᵀX̃ ((d + 1) rows, in any dtype)
     they solve the normal equations, and handed a float64 copy of X̃ they hide float32's loss
-    of digits. Like every forbid rule, this one is applied where the student's code runs."""
+    of digits; ``also``: names refused outright in this call. Like every forbid rule, this one
+    is applied where the student's code runs."""
     dtype = str(X.dtype).replace("torch.", "")
     names = [f"{name}|rows={X.shape[0]}|dtype={dtype}" for name in sorted(_FACTORIZATIONS)]
+    names += list(also)
     return forbidding(solve_least_squares, names, "ch02-least-squares",
                       "call lstsq on the (N, d+1) design matrix in X's dtype; solving X̃ᵀX̃ (in "
                       "any dtype) is the normal equations, and converting X̃ to another dtype "
@@ -161,12 +171,27 @@ def check_ch02_least_squares(solve_least_squares):
            "[X, 1]) so that b is fitted too")
     _close(got[0], theta[:3], "w on a noisy problem", rtol=1e-7)
     _close(got[1], theta[3], "b on a noisy problem", rtol=1e-7)
+    # an ill-conditioned problem in float64 (cond(X̃) ≈ 2e7): least squares on X̃ lands within
+    # 2e-9 of the exact weights; the normal equations, whatever solves them (solve, LU, eigh,
+    # Cramer's rule, NumPy), work with cond(X̃ᵀX̃) ≈ 4e14 and miss by 1e-4 to 1e-1
+    gen64 = torch.Generator().manual_seed(4)
+    t = torch.randn(100, generator=gen64, dtype=torch.float64)
+    X = torch.stack([t, t + 1e-7 * torch.randn(100, generator=gen64, dtype=torch.float64)], 1)
+    y = X @ torch.tensor([1.0, 2.0], dtype=torch.float64) + 0.5
+    w, b = _on_design_matrix(solve_least_squares, X, y)
+    hint = (" (cond(X̃) ≈ 2·10⁷: forming X̃ᵀX̃ squares it to ≈ 4·10¹⁴, and float64's 16 digits "
+            "no longer hold the answer, whatever then solves the normal equations; least squares "
+            "on X̃ itself is accurate to ~10⁻⁹)")
+    _close(as_tensor(w, "w", tensor_only=True), torch.tensor([1.0, 2.0], dtype=torch.float64),
+           "w on an ill-conditioned float64 problem" + hint, rtol=0, atol=1e-6)
+    _close(as_tensor(b, "b", tensor_only=True), torch.tensor(0.5, dtype=torch.float64),
+           "b on an ill-conditioned float64 problem" + hint, rtol=0, atol=1e-6)
     # an ill-conditioned problem in float32 (two nearly equal features, cond(X̃) ≈ 2e3):
     # least squares recovers the exact weights, forming X̃ᵀX̃ squares the condition number
     t = torch.randn(100, generator=gen, dtype=torch.float64)
     X = torch.stack([t, t + 1e-3 * torch.randn(100, generator=gen, dtype=torch.float64)], 1)
     y = X @ torch.tensor([1.0, 2.0], dtype=torch.float64) + 0.5
-    w, b = _on_design_matrix(solve_least_squares, X.float(), y.float())
+    w, b = _on_design_matrix(solve_least_squares, X.float(), y.float(), also=_TO_NUMPY)
     for name, v in (("w", w), ("b", b)):
         expect(not isinstance(v, torch.Tensor) or v.dtype == torch.float32,
                f"{name} on an ill-conditioned float32 problem: your answer is {v.dtype}, not "

@@ -223,7 +223,9 @@ def check_ch06_adamw_step(adamw_step):
     "mathref.optim.newton_schulz", "torch.linalg.svd", "torch.svd", "torch.Tensor.svd",
     "torch.linalg.svdvals", "torch.svd_lowrank", "torch.pca_lowrank", "torch.linalg.eigh",
     "torch.linalg.eigvalsh", "torch.linalg.eig", "torch.linalg.eigvals",
-    "torch.ops.aten._linalg_svd", "torch.ops.aten._linalg_eigh", "torch.ops.aten.linalg_eig"),
+    "torch.ops.aten._linalg_svd", "torch.ops.aten._linalg_eigh", "torch.ops.aten.linalg_eig",
+    # nor by NumPy (np.linalg.svd): the tensor may not become an array
+    "torch.Tensor.numpy", "torch.Tensor.__array__"),
     because="the iteration is what replaces an SVD: use only matrix products and the "
             "Frobenius norm")
 def check_ch06_newton_schulz(orthogonalize):

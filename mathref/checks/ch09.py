@@ -17,7 +17,8 @@ def _expect_tensor_close(got, want, what, rtol=1e-9, atol=1e-12):
 
 _COSINE_BUILTINS = ("torch.nn.functional.cosine_similarity", "torch.cosine_similarity",
                     "torch.nn.functional.normalize", "mathref.similarity.cosine_similarity",
-                    "mathref.similarity.pairwise_cosine_similarity")
+                    "mathref.similarity.pairwise_cosine_similarity",
+                    "torch.ops.aten.cosine_similarity")
 
 
 @exercise("ch09-cosine-from-dot", forbid=_COSINE_BUILTINS,
@@ -150,6 +151,7 @@ def _soft_lookup(q, K, V, tau):
 _SOFT_LOOKUP_BUILTINS = (
     "torch.nn.functional.scaled_dot_product_attention",
     "torch.nn.functional.multi_head_attention_forward",
+    "torch.ops.aten.scaled_dot_product_attention",
     "torch.ops.aten._scaled_dot_product_attention_math",
     "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
     "torch.ops.aten._scaled_dot_product_flash_attention",

@@ -72,6 +72,36 @@ def steps_ceil_of_logs(x0, lr, tol):   # right except at a tie: x0 = 1, η = 0.2
     return math.ceil(math.log(tol / abs(x0)) / math.log(r))
 
 
+def steps_ceil_with_epsilon(x0, lr, tol):   # the tie "fixed" by an epsilon: 29 for tol = 2⁻²⁹(1 − 2⁻⁴⁰)
+    if abs(x0) <= tol:
+        return 0
+    r = abs(1 - 2 * lr)
+    if r == 0:
+        return 1
+    if r >= 1:
+        return math.inf
+    return math.ceil(math.log(tol / abs(x0)) / math.log(r) - 1e-9)
+
+
+def steps_by_running_descent(x0, lr, tol):   # runs gradient descent: 2·10¹⁰ steps for η = 2⁻³⁴
+    if abs(1 - 2 * lr) >= 1 and abs(x0) > tol:
+        return math.inf
+    x, k = x0, 0
+    while abs(x) > tol:
+        x -= lr * 2 * x
+        k += 1
+    return k
+
+
+def steps_by_multiplying(x0, lr, tol):       # the closed form, one multiplication per step
+    r, size, k = abs(1 - 2 * lr), abs(x0), 0
+    if size > tol and r >= 1:
+        return math.inf
+    while size > tol:
+        size, k = size * r, k + 1
+    return k
+
+
 def _eigenvalues(H):
     lam = torch.linalg.eigvalsh(H)
     return float(lam.min()), float(lam.max())
@@ -120,7 +150,8 @@ WRONG_ANSWERS = {
                                 step_rate_wrong, step_from_diagonal, step_from_entries,
                                 step_float32_eigenvalues],
     "ch01-steps-to-tolerance": [steps_float_not_ceiled, steps_no_divergence_case,
-                                steps_off_by_one, steps_ceil_of_logs],
+                                steps_off_by_one, steps_ceil_of_logs, steps_ceil_with_epsilon,
+                                steps_by_running_descent, steps_by_multiplying],
 }
 
 
@@ -244,15 +275,6 @@ RIGHT_ANSWERS = {
         "    k = torch.ceil(torch.log(torch.tensor(tol / abs(x0), dtype=torch.float64)) / torch.log(r)).long()\n"
         "    if k > 0 and abs(x0) * r ** (k - 1) <= tol:       # a tie that the logarithms rounded up\n"
         "        k = k - 1\n"
-        "    return k\n",
-        # counting with the closed form, one multiplication per step (no gradient descent run)
-        "import math\n\n"
-        "def steps_to_tolerance(x0, lr, tol):\n"
-        "    r, size, k = abs(1 - 2 * lr), abs(x0), 0\n"
-        "    if size > tol and r >= 1:\n"
-        "        return math.inf\n"
-        "    while size > tol:\n"
-        "        size, k = size * r, k + 1\n"
         "    return k\n",
     ],
     "ch01-best-constant-step": [

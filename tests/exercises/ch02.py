@@ -301,3 +301,72 @@ RIGHT_ANSWERS = {
         "    return 2 / torch.linalg.matrix_norm(2 / N * Xt.T @ Xt, ord=2)\n",
     ],
 }
+
+
+# The normal equations formed in float64 and solved by other means than the refused solvers:
+# each passes a float32 problem with κ(X̃) ≈ 2·10³ (κ² ≈ 4·10⁶ is harmless in float64) and
+# fails the float64 problem with κ(X̃) ≈ 2·10⁷ (κ² ≈ 4·10¹⁴).
+def _normal_equations64(X, y):
+    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1).double()
+    return Xt.T @ Xt, Xt.T @ y.double()
+
+
+def normal_equations_lu64(X, y):
+    G, r = _normal_equations64(X, y)
+    LU, pivots = torch.linalg.lu_factor(G)
+    theta = torch.linalg.lu_solve(LU, pivots, r[:, None])[:, 0].to(X.dtype)
+    return theta[:-1], theta[-1]
+
+
+def normal_equations_matrix_power64(X, y):
+    G, r = _normal_equations64(X, y)
+    theta = (torch.linalg.matrix_power(G, -1) @ r).to(X.dtype)
+    return theta[:-1], theta[-1]
+
+
+def normal_equations_eigh64(X, y):
+    G, r = _normal_equations64(X, y)
+    lam, V = torch.linalg.eigh(G)
+    theta = (V @ ((V.T @ r) / lam)).to(X.dtype)
+    return theta[:-1], theta[-1]
+
+
+def normal_equations_det64(X, y):       # Cramer's rule
+    G, r = _normal_equations64(X, y)
+    det = torch.linalg.det(G)
+    theta = []
+    for j in range(G.shape[1]):
+        Gj = G.clone()
+        Gj[:, j] = r
+        theta.append(torch.linalg.det(Gj) / det)
+    theta = torch.stack(theta).to(X.dtype)
+    return theta[:-1], theta[-1]
+
+
+def normal_equations_numpy64(X, y):
+    import numpy as np
+    Xt = np.concatenate([X.numpy().astype(np.float64), np.ones((len(X), 1))], axis=1)
+    theta = torch.from_numpy(np.linalg.solve(Xt.T @ Xt, Xt.T @ y.numpy().astype(np.float64)))
+    theta = theta.to(X.dtype)
+    return theta[:-1], theta[-1]
+
+
+def lstsq_in_numpy(X, y):               # least squares on X̃, but in NumPy (float64) outside torch
+    import numpy as np
+    Xt = np.concatenate([np.asarray(X), np.ones((len(X), 1), dtype=np.asarray(X).dtype)], axis=1)
+    theta = torch.from_numpy(np.linalg.lstsq(Xt.astype(np.float64), np.asarray(y, dtype=np.float64),
+                                             rcond=None)[0]).to(X.dtype)
+    return theta[:-1], theta[-1]
+
+
+WRONG_ANSWERS["ch02-least-squares"] += [normal_equations_lu64, normal_equations_matrix_power64,
+                                        normal_equations_eigh64, normal_equations_det64,
+                                        normal_equations_numpy64, lstsq_in_numpy]
+
+
+def grad_in_float32(X, W, b, Y):        # the right formula, returned in float32 for float64 input
+    r = X @ W + b - Y
+    return ((2 / X.shape[0]) * X.T @ r).float(), ((2 / X.shape[0]) * r.sum(0)).float()
+
+
+WRONG_ANSWERS["ch02-mse-gradient"].append(grad_in_float32)

@@ -190,7 +190,14 @@ def grad_in_float32(logits, targets, label_smoothing=0.0, ignore_index=-100):
     return (p - q) * real[:, None].double() / real.sum()
 
 
-WRONG_ANSWERS["ch05-logsumexp"] += [lse_shift_by_mean, lse_shift_by_first, lse_in_float32]
+def lse_float32_cast_back(x):
+    x32 = x.float()                                                # float32 inside, float64 outside:
+    m = x32.max()                                                  # passes the dtype test, off by ~1e-7
+    return (m + torch.log(torch.exp(x32 - m).sum())).double()
+
+
+WRONG_ANSWERS["ch05-logsumexp"] += [lse_shift_by_mean, lse_shift_by_first, lse_in_float32,
+                                    lse_float32_cast_back]
 WRONG_ANSWERS["ch05-ce-gradient"] += [grad_in_float32]
 WRONG_ANSWERS["ch05-lm-loss"] += [lm_loss_counts_padding_by_hand,
                                   lm_loss_mean_of_sequence_means_by_hand,
@@ -347,4 +354,10 @@ SHORTCUTS["ch05-logsumexp"] = SHORTCUTS["ch05-logsumexp"] + [
     "    total = x[0]\n"
     "    for v in x[1:]:\n"
     "        total = total.logaddexp(v)\n"
-    "    return total\n"]
+    "    return total\n",
+    "import numpy as np\n\n"                                       # the same fold done by NumPy
+    "def stable_logsumexp(x):\n"
+    "    return torch.tensor(np.logaddexp.reduce(x.numpy()))\n",
+    "import numpy as np\n\n"                                       # np.asarray: Tensor.__array__
+    "def stable_logsumexp(x):\n"
+    "    return float(np.logaddexp.reduce(np.asarray(x)))\n"]

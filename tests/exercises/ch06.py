@@ -256,6 +256,22 @@ SHORTCUTS = {
         "    for _ in range(steps):\n"
         "        s = a * s + b * s ** 3 + c * s ** 5\n"
         "    return U @ torch.diag(s) @ V.T\n",
+        "import numpy as np\n\n"                                   # the SVD done by NumPy
+        "def orthogonalize(G, steps):\n"
+        "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+        "    U, S, Vh = np.linalg.svd(G.numpy(), full_matrices=False)\n"
+        "    s = S / np.linalg.norm(S)\n"
+        "    for _ in range(steps):\n"
+        "        s = a * s + b * s ** 3 + c * s ** 5\n"
+        "    return torch.from_numpy(U @ np.diag(s) @ Vh)\n",
+        "import numpy as np\n\n"                                   # np.asarray: Tensor.__array__
+        "def orthogonalize(G, steps):\n"
+        "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+        "    U, S, Vh = np.linalg.svd(np.asarray(G), full_matrices=False)\n"
+        "    s = S / np.linalg.norm(S)\n"
+        "    for _ in range(steps):\n"
+        "        s = a * s + b * s ** 3 + c * s ** 5\n"
+        "    return torch.from_numpy(U @ np.diag(s) @ Vh)\n",
     ],
 }
 

@@ -124,6 +124,9 @@ SHORTCUTS = {
         "import torch\n\n"
         "def cosine(a, b, eps=1e-8):\n"
         "    return torch.nn.CosineSimilarity(dim=-1, eps=eps)(a, b)\n",
+        "import torch\n\n"
+        "def cosine(a, b, eps=1e-8):\n"
+        "    return torch.ops.aten.cosine_similarity(a, b, -1, eps)\n",
     ],
     "ch09-unit-distance": [
         "import math\n"
@@ -168,6 +171,11 @@ SHORTCUTS = {
         "from mathref.attention import scaled_dot_product_attention as attend\n\n"
         "def soft_lookup(query, keys, values, temperature):\n"
         "    return attend(query[..., None, :], keys, values, scale=1 / temperature)[..., 0, :]\n",
+        "import torch\n\n"
+        "def soft_lookup(query, keys, values, temperature):\n"
+        "    q = query if query.dim() == 2 else query[None]\n"
+        "    out = torch.ops.aten.scaled_dot_product_attention(q, keys, values, scale=1 / temperature)\n"
+        "    return out if query.dim() == 2 else out[0]\n",
     ],
 }
 
