@@ -114,7 +114,7 @@ def check_ch07_tanh_fixed_point(tanh_fixed_point):
     because="the exercise is to draw the mask and scale the kept entries yourself")
 def check_ch07_inverted_dropout(inverted_dropout):
     """inverted_dropout(x, p): keep each entry independently with probability 1 − p and scale
-    kept entries by 1/(1 − p)."""
+    kept entries by 1/(1 − p). x is float64; the scale must be computed in x's dtype."""
     expect_callable(inverted_dropout, "inverted_dropout(x, p)")
     torch.manual_seed(0)
     n = 200_000
@@ -132,8 +132,8 @@ def check_ch07_inverted_dropout(inverted_dropout):
         hint = (" (that multiplies by 1 − p: divide by it, so that E[y] = x)"
                 if abs(ratio - (1 - p)) < 1e-9 else
                 " (the kept entries must be scaled up by 1/(1 − p))" if abs(ratio - 1) < 1e-9 else
-                " (your scale was computed in float32, torch.rand's default dtype: draw the mask "
-                "with dtype=x.dtype)"
+                " (your scale 1/(1 − p) was rounded to float32 (a float32 mask divided by 1 − p, "
+                "or torch.tensor without dtype): compute it in x's dtype)"
                 if torch.allclose(y[kept], x[kept] / (1 - p), rtol=1e-6, atol=0) else "")
         expect(torch.allclose(y[kept], x[kept] / (1 - p), rtol=1e-9, atol=0),
                f"p={p}: kept entries must be x/(1 − p) = x·{1 / (1 - p):.4g}; got ratios like "

@@ -145,6 +145,15 @@ def check_ch08_rms_norm(rms_norm_rows):
                              _rms_norm_oracle(x, (3,), gamma, 1e-5),
                              f"tokens of shape {tuple(x.shape)}, eps=1e-5",
                              wrong=_rms_norm_mistakes(x, gamma, 1e-5))
+    # small tokens with a large ε: an answer that ignores its eps argument fails here
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 8, generator=gen, dtype=F64) * 0.01
+    gamma = torch.randn(8, generator=gen, dtype=F64)
+    ignored = gamma * x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + 1e-5)
+    _expect_tensor_close(rms_norm_rows(x.clone(), gamma.clone(), 0.1),
+                         _rms_norm_oracle(x, (8,), gamma, 0.1), "small tokens with eps=0.1",
+                         wrong=_rms_norm_mistakes(x, gamma, 0.1) + [
+                             (ignored, "that ignores the eps argument: use eps, not a fixed 1e-5")])
     return "γ ⊙ x/√(mean(x²) + ε): divides by ‖x‖/√d, safe at x = 0"
 
 

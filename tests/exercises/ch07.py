@@ -121,6 +121,14 @@ WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_mask_shared_across_batch,
                                            dropout_mask_per_example, dropout_in_float32]
 
 
+def dropout_float32_scale_tensor(x, p):
+    # torch.tensor without dtype makes a float32 scale: 1/(1 − p) rounded to float32
+    return x * (torch.rand_like(x) >= p) * torch.tensor(1 / (1 - p))
+
+
+WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_float32_scale_tensor]
+
+
 # Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
 SHORTCUTS = {
     "ch07-leaky-relu-init": [

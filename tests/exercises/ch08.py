@@ -340,3 +340,31 @@ RIGHT_ANSWERS["ch08-batch-norm-backward"].append(
     "    dmu = -(dxhat * inv).sum(0) + dvar * (-2 * xc).mean(0)\n"
     "    dx = dxhat * inv + dvar * 2 * xc / n + dmu / n\n"
     "    return dx, (dy * xhat).sum(0), dy.sum(0)\n")
+
+
+# ---------------------------------------------------------------- added after the second review
+def rms_eps_hard_coded(x, gamma, eps=1e-5):
+    return gamma * x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + 1e-5)    # ignores eps
+
+
+def bnb_complex_step(dy, x, gamma, eps=1e-5):
+    # complex-step differentiation: Im f(t + ih) / h, exact to rounding, but still a derivative
+    # computed numerically instead of derived; core.without_autograd refuses complex tensors
+    h = 1e-30
+    loss = _bn_loss(dy, eps)
+    args = [x, gamma, torch.zeros_like(gamma)]
+    grads = []
+    for i, t in enumerate(args):
+        out = torch.zeros_like(t)
+        for k in range(t.numel()):
+            e = torch.zeros(t.shape, dtype=torch.complex128)
+            e.view(-1)[k] = 1j * h
+            shifted = [a.to(torch.complex128) for a in args]
+            shifted[i] = shifted[i] + e
+            out.view(-1)[k] = loss(*shifted).imag / h
+        grads.append(out)
+    return tuple(grads)
+
+
+WRONG_ANSWERS["ch08-rms-norm"] += [rms_eps_hard_coded]
+WRONG_ANSWERS["ch08-batch-norm-backward"] += [bnb_complex_step]
