@@ -61,8 +61,11 @@ def check_ch13_shift_right(shift_right):
         expect(tuple(got.shape) == tuple(want.shape),
                f"for targets of shape {tuple(targets.shape)} the decoder input must have the "
                f"same shape {tuple(want.shape)}, got {tuple(got.shape)}")
+        expect(got.dtype == targets.dtype, f"token ids: keep targets' dtype "
+               f"({str(targets.dtype).replace('torch.', '')}), got "
+               f"{str(got.dtype).replace('torch.', '')}")
         expect(bool((got[:, 0] == bos).all()), f"every row must start with bos_id={bos}")
-        expect(torch.equal(got.long(), want),
+        expect(torch.equal(got, want),
                f"for targets {targets[0].tolist()} (first row) expected {want[0].tolist()}, "
                f"got {got[0].tolist()}")
     return "position t reads y_<t and predicts y_t"
@@ -229,12 +232,25 @@ def check_ch13_cross_attention(cross_attention):
         got = cross_attention(y, memory, *W, H, allowed)
         expect(isinstance(got, (tuple, list)) and len(got) == 2,
                "return the pair (out, weights)")
+        low = sorted({str(t.dtype).replace("torch.", "") for t in got
+                      if isinstance(t, torch.Tensor) and t.dtype != torch.float64})
         out, weights = (torch.as_tensor(t).detach().to(torch.float64) for t in got)
         case = f"B={B}, T={T}, S={S}, d={d}, H={H}"
         from_y = " (keys and values come from `memory`: S columns, one per source position)" \
             if tuple(weights.shape) == (B, H, T, T) else ""
         expect(tuple(weights.shape) == (B, H, T, S), f"{case}: weights must have shape "
                f"{(B, H, T, S)} = [B, H, T, S], got {tuple(weights.shape)}{from_y}")
+        if tuple(out.shape) == tuple(want_out.shape):
+            close32 = (torch.allclose(weights, want_w, rtol=1e-5, atol=1e-5)
+                       and torch.allclose(out, want_out, rtol=1e-5,
+                                          atol=1e-5 * float(want_out.abs().max())))
+            exact = ((weights - want_w).abs().max().item() < 1e-9
+                     and (out - want_out).abs().max().item() < 1e-9)
+            if close32 and not exact:
+                raise CheckFailure(
+                    f"{case}: your result is right to float32 precision only"
+                    + (f" (it comes back as {', '.join(low)})" if low else "")
+                    + ": compute in the inputs' dtype (float64)")
         blocked = (~allowed)[:, None, None, :].expand_as(weights)
         expect(bool((weights[blocked] == 0).all()), f"{case}: padding keys must get weight 0")
         row_sums = weights.sum(-1)

@@ -135,7 +135,23 @@ def block_in_place(x, attn, ffn, norm1, norm2):  # right numbers, but the caller
     return x
 
 
+def shift_as_float(targets, bos_id):             # right numbers, but float token ids
+    bos = torch.full((targets.shape[0], 1), float(bos_id))
+    return torch.cat([bos, targets[:, :-1].float()], dim=1)
+
+
+def cross_in_float32(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed):   # right formulas, float32
+    return _cross(y.float(), memory.float(), W_q.float(), W_k.float(), W_v.float(), W_o.float(),
+                  n_heads, src_allowed)
+
+
+def cross_in_float32_cast_back(*args):           # float32 inside, float64 outside
+    return tuple(t.double() for t in cross_in_float32(*args))
+
+
 WRONG_ANSWERS["ch13-shift-right"].append(shift_in_place)
+WRONG_ANSWERS["ch13-shift-right"].append(shift_as_float)
+WRONG_ANSWERS["ch13-cross-attention"] += [cross_in_float32, cross_in_float32_cast_back]
 WRONG_ANSWERS["ch13-pre-norm-block"].append(block_in_place)
 WRONG_ANSWERS["ch13-swiglu-width"].append(dff_float_ceil)
 

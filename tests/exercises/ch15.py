@@ -56,6 +56,17 @@ def merge_acc_not_rescaled(m1, l1, acc1, m2, l2, acc2):
     return m, a * l1 + b * l2, acc1 + acc2
 
 
+def merge_in_float32(m1, l1, acc1, m2, l2, acc2):    # right formulas, computed in float32
+    m1, l1, acc1, m2, l2, acc2 = (torch.as_tensor(t).float() for t in (m1, l1, acc1, m2, l2, acc2))
+    m = torch.maximum(m1, m2)
+    a, b = torch.exp(m1 - m), torch.exp(m2 - m)
+    return m, a * l1 + b * l2, a * acc1 + b * acc2
+
+
+def merge_in_float32_cast_back(*args):                # float32 inside, float64 outside
+    return tuple(t.double() for t in merge_in_float32(*args))
+
+
 def scale_no_reset_on_overflow(scale, good_steps, found_inf, growth_interval):
     if found_inf:
         return scale * 0.5, good_steps
@@ -138,7 +149,8 @@ WRONG_ANSWERS = {
     "ch15-flops-per-token": [flops_forward_only, flops_without_attention,
                              flops_attention_forward_only],
     "ch15-merge-softmax-states": [merge_without_rescaling, merge_sign_flipped,
-                                  merge_acc_not_rescaled],
+                                  merge_acc_not_rescaled, merge_in_float32,
+                                  merge_in_float32_cast_back],
     "ch15-loss-scale-update": [scale_no_reset_on_overflow, scale_grows_one_step_late,
                                scale_never_backs_off],
     "ch15-flash-tile-step": [tile_acc_not_rescaled, tile_without_scale, tile_max_of_tile_only,
