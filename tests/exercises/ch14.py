@@ -48,6 +48,15 @@ def top_k_whole_batch(logits, k):
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
+def top_k_first_row(logits, k):       # one threshold, taken from row 0, for every row
+    return logits.masked_fill(logits < torch.topk(logits[0], k).values[-1], float("-inf"))
+
+
+def top_k_whole_batch_kB(logits, k):  # the k·B largest of the whole batch
+    kth = torch.topk(logits.flatten(), k * logits.shape[0]).values[-1]
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
 def top_k_strict(logits, k):          # off by one: drops the k-th largest too
     kth = torch.topk(logits, k, dim=-1).values[:, -1:]
     return logits.masked_fill(logits <= kth, float("-inf"))
@@ -117,7 +126,8 @@ def decode_prepends(q_new, k_new, v_new, k_cache, v_cache):           # new entr
 WRONG_ANSWERS = {
     "ch14-next-token-pairs": [pairs_no_shift, pairs_swapped, pairs_batch_axis],
     "ch14-perplexity-bpb": [bpb_over_log2_256, bpb_per_token, ppl_base_two, bpb_without_ln2],
-    "ch14-top-k": [top_k_zero_fill, top_k_smallest, top_k_whole_batch, top_k_strict],
+    "ch14-top-k": [top_k_zero_fill, top_k_smallest, top_k_whole_batch, top_k_strict,
+                   top_k_first_row, top_k_whole_batch_kB],
     "ch14-top-p": [top_p_inclusive, top_p_not_renormalized, top_p_unsorted],
     "ch14-rope-decode-step": [decode_without_offset, decode_offset_one_too_far,
                               decode_query_not_rotated, decode_values_rotated, decode_without_scale,
