@@ -19,8 +19,11 @@ def _low_precision(value):
     return str(dtype).replace("torch.", "") in ("float32", "float16", "bfloat16")
 
 
-@exercise("ch12-sinusoidal-entry", forbid=("mathref.positions.sinusoidal_positions",),
-          because="sinusoidal_entry computes PE(p, j) from its formula")
+@exercise("ch12-sinusoidal-entry",
+          forbid=("mathref.positions.sinusoidal_positions", "mathref.positions.rope_cache",
+                  "mathref.positions.apply_rope", "mathref.positions.rope_frequencies"),
+          because="sinusoidal_entry computes PE(p, j) from its formula (RoPE's cache, rotation "
+                  "and frequencies hold the same sines, cosines and exponents)")
 def check_ch12_sinusoidal_entry(sinusoidal_entry):
     """sinusoidal_entry(p, j, d) = sin(p/10000^(2i/d)) for even j, cos(...) for odd j, i = j//2."""
     expect_callable(sinusoidal_entry, "sinusoidal_entry(p, j, d)")

@@ -164,6 +164,55 @@ def gqa_bw_by_autograd(q, k, v, G_O):
     return qa.grad, ka.grad, va.grad
 
 
+# ---- numerical differentiation of a hand-written forward pass: close, but outside 1e-13
+def _softmax_by_hand(S):
+    E = (S - S.amax(-1, keepdim=True)).exp()
+    return E / E.sum(-1, keepdim=True)
+
+
+def softmax_bw_central_difference(P, G_P, h=1e-5):
+    S = P.log()
+    G_S = torch.zeros_like(P)
+    for n in range(P.shape[-1]):
+        e = torch.zeros_like(P)
+        e[..., n] = h
+        G_S[..., n] = (G_P * (_softmax_by_hand(S + e) - _softmax_by_hand(S - e))).sum(-1) / (2 * h)
+    return torch.nan_to_num(G_S)
+
+
+def softmax_bw_fourth_order_stencil(P, G_P, h=1e-3):
+    S = P.log()
+    G_S = torch.zeros_like(P)
+    for n in range(P.shape[-1]):
+        e = torch.zeros_like(P)
+        e[..., n] = h
+        f = [_softmax_by_hand(S + t * e) for t in (2, 1, -1, -2)]
+        G_S[..., n] = (G_P * (-f[0] + 8 * f[1] - 8 * f[2] + f[3])).sum(-1) / (12 * h)
+    return torch.nan_to_num(G_S)
+
+
+def gqa_bw_fourth_order_stencil(q, k, v, G_O, h=1e-3):
+    def loss(q, k, v):
+        B, H, T, d = q.shape
+        g = H // k.shape[1]
+        K, V = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+        S = (q @ K.transpose(-2, -1) / math.sqrt(d)).masked_fill(
+            torch.ones(T, T, dtype=torch.bool).triu(1), -math.inf)
+        return (_softmax_by_hand(S) @ V * G_O).sum()
+    grads = []
+    for which in range(3):
+        xs = [q, k, v]
+        G = torch.zeros_like(xs[which])
+        for idx in range(G.numel()):
+            def at(t):
+                ys = [x.clone() for x in xs]
+                ys[which].view(-1)[idx] += t
+                return loss(*ys)
+            G.view(-1)[idx] = (-at(2 * h) + 8 * at(h) - 8 * at(-h) + at(-2 * h)) / (12 * h)
+        grads.append(G)
+    return tuple(grads)
+
+
 # ---- right numbers by a forbidden route: each is refused
 def mask_library(T):
     from mathref.attention import causal_mask
@@ -218,10 +267,12 @@ WRONG_ANSWERS = {
                        attention_softmax_over_queries, attention_fixed_4d_axes, attention_sdpa],
     "ch11-softmax-backward": [softmax_bw_missing_term, softmax_bw_column_sum, softmax_bw_missing_p,
                               softmax_bw_transposed_jacobian_row, softmax_bw_autograd,
-                              softmax_bw_builtin, softmax_bw_log_softmax_builtin, softmax_bw_library],
+                              softmax_bw_builtin, softmax_bw_log_softmax_builtin, softmax_bw_library,
+                              softmax_bw_central_difference, softmax_bw_fourth_order_stencil],
     "ch11-multi-head": [mha_scaled_by_sqrt_dmodel, mha_bad_head_split, mha_wo_per_head],
     "ch11-gqa-backward": [gqa_bw_mean_over_group, gqa_bw_first_head_only, gqa_bw_interleaved_groups,
-                          gqa_bw_no_scale, gqa_bw_by_autograd, gqa_bw_library],
+                          gqa_bw_no_scale, gqa_bw_by_autograd, gqa_bw_library,
+                          gqa_bw_fourth_order_stencil],
 }
 
 
@@ -317,6 +368,15 @@ SHORTCUTS = {
         "        dP = (S + e).softmax(-1) - (S - e).softmax(-1)\n"
         "        G_S[..., n] = (G_P * dP).sum(-1) / (2 * h)\n"
         "    return G_S\n",
+        # the Jacobian diag(p) − ppᵀ ready-made, at S = log P
+        "import torch\n"
+        "from mathref.losses import softmax_jacobian\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    return torch.einsum('...j,...jn->...n', G_P, softmax_jacobian(P.log()))\n",
+        "import mathref\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    J = mathref.losses.softmax_jacobian(P.log())\n"
+        "    return (G_P.unsqueeze(-2) @ J).squeeze(-2)\n",
     ],
     "ch11-multi-head": [
         "import torch\n"

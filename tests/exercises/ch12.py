@@ -146,6 +146,24 @@ SHORTCUTS = {
         "import mathref.positions as P\n\n"
         "def sinusoidal_entry(p, j, d):\n"
         "    return float(P.sinusoidal_positions(1000, d, dtype=torch.float64)[p, j])\n",
+        # RoPE's tables hold the same numbers: cos/sin of p·θ_i, θ_i = 10000^(−2i/d)
+        "import torch\n"
+        "import mathref.positions as P\n\n"
+        "def sinusoidal_entry(p, j, d):\n"
+        "    cos, sin = P.rope_cache(p, d, dtype=torch.float64)\n"
+        "    return float((sin if j % 2 == 0 else cos)[0, j // 2])\n",
+        "import torch\n"
+        "from mathref.positions import apply_rope\n\n"
+        "def sinusoidal_entry(p, j, d):\n"
+        "    e = torch.zeros(1, d, dtype=torch.float64)\n"
+        "    e[0, j // 2] = 1.0                        # x1 = 1, x2 = 0: r2 = sin, r1 = cos\n"
+        "    r = apply_rope(e, positions=torch.tensor([p]))[0]\n"
+        "    return float(r[d // 2 + j // 2] if j % 2 == 0 else r[j // 2])\n",
+        "import math\n"
+        "from mathref.positions import rope_frequencies\n\n"
+        "def sinusoidal_entry(p, j, d):\n"
+        "    angle = p * float(rope_frequencies(d)[j // 2])\n"
+        "    return math.sin(angle) if j % 2 == 0 else math.cos(angle)\n",
     ],
     "ch12-alibi-matrix": [
         "import torch\n"
