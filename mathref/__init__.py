@@ -6,7 +6,7 @@ Every function is tested against an independent oracle (PyTorch, autograd, a clo
 finite differences) in ``tests/``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 # The oldest torch the course is tested with (`make canary` runs every notebook and the unit
 # tests on it; pyproject.toml declares the same floor, a unit test keeps the two equal). Older
