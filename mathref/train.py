@@ -73,6 +73,7 @@ class TrainConfig:
     eval_seed: int = 1234
     seed: int = 0
     autocast: bool = True          # bf16/fp16 on GPUs (mathref.device.autocast_dtype), fp32 on CPU
+    cpu_bf16: bool = False         # bf16 autocast on the CPU too (fast where it has AVX512-BF16/AMX)
     compile: bool = False
     progress: bool = True
     checkpoint_path: str = None
@@ -99,7 +100,7 @@ class TrainConfig:
         if self.warmup_steps >= (self.decay_steps or self.max_steps):
             raise ValueError(f"warmup_steps={self.warmup_steps} must be smaller than decay_steps "
                              f"(default max_steps) = {self.decay_steps or self.max_steps}")
-        for name in ("autocast", "compile", "progress"):
+        for name in ("autocast", "cpu_bf16", "compile", "progress"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.checkpoint_path is not None and not isinstance(self.checkpoint_path,
@@ -143,10 +144,14 @@ def lr_at(step, cfg):
                          cfg.min_lr)
 
 
-def _autocast(device, enabled):
+def _autocast(device, cfg):
+    """Mixed precision (chapter 15) as cfg asks: the device's low-precision dtype, and bf16 on
+    the CPU only when cfg.cpu_bf16 (the weights and the optimizer stay in float32)."""
     dtype = autocast_dtype(device)
+    if device.type == "cpu" and cfg.cpu_bf16:
+        dtype = torch.bfloat16
     return torch.autocast(device_type=device.type, dtype=dtype,
-                          enabled=enabled and dtype != torch.float32)
+                          enabled=cfg.autocast and dtype != torch.float32)
 
 
 @torch.no_grad()
@@ -159,7 +164,7 @@ def estimate_loss(model, data, cfg, device, batches=None):
     losses = []
     for _ in range(batches or cfg.eval_batches):
         x, y = get_batch(data, cfg.eval_batch_size or cfg.batch_size, cfg.block_size, generator, device)
-        with _autocast(device, cfg.autocast):
+        with _autocast(device, cfg):
             _, loss = model(x, y)
         losses.append(loss.item())
     model.train(was_training)
@@ -447,7 +452,7 @@ def _train_step(net, model, optimizer, scaler, generator, train_data, cfg, step,
         x, y = x[rows].to(device), y[rows].to(device)
         sync = world == 1 or micro_step == cfg.grad_accum - 1
         context = net.no_sync() if not sync else contextlib.nullcontext()
-        with context, _autocast(device, cfg.autocast):
+        with context, _autocast(device, cfg):
             _, loss = net(x, y)
             loss = loss / cfg.grad_accum
         scaler.scale(loss).backward()
