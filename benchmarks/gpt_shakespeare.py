@@ -6,9 +6,11 @@ wall time each needs to reach a validation loss (training time only; evaluations
     python benchmarks/gpt_shakespeare.py --device cuda   # GPU: nanoGPT's GPU recipe vs ours, target 1.47
 
 (a) reproduces nanoGPT's recipe with mathref's classic GPT-2 style; (b) is the course's best
-configuration; (c), on the CPU, the same configuration trained longer, to see how low it gets
-within the time nanoGPT's recipe trains (goal: 1.70). All use the same data, split, evaluation
-windows and training loop.
+configuration (on the CPU with bf16 autocast, chapter 15's mixed precision: the matrix
+products in bfloat16, the weights and the optimizer in float32); (c), on the CPU, the same
+configuration trained longer, to see how low it gets within the time nanoGPT's recipe trains
+(goal: 1.70); (b32) is (b) in float32 (``--configs a,b,b32`` shows what bf16 buys). All use
+the same data, split, evaluation windows and training loop.
 """
 import argparse
 import json
@@ -35,16 +37,21 @@ RECIPES = {
                    bias=False, activation="gelu"),
               dict(max_steps=2000, batch_size=12, block_size=64, lr=1e-3, min_lr=1e-4,
                    warmup_steps=100, betas=(0.9, 0.99), weight_decay=0.1, grad_clip=1.0)),
-        "b": ("course best: modern style, Muon on the blocks' matrices, batch 32",
+        "b": ("course best: modern style, Muon on the blocks' matrices, batch 32, bf16 autocast",
               dict(style="modern", n_layer=4, n_head=4, d_model=128, block_size=64, dropout=0.0),
               dict(optimizer="muon", max_steps=200, batch_size=32, block_size=64, lr=6e-3,
                    min_lr=6e-4, warmup_steps=50, betas=(0.9, 0.95), weight_decay=0.1,
-                   grad_clip=1.0, eval_interval=10)),
+                   grad_clip=1.0, eval_interval=10, cpu_bf16=True)),
         "c": ("course, longer: (b)'s configuration over a 480-step schedule",
               dict(style="modern", n_layer=4, n_head=4, d_model=128, block_size=64, dropout=0.0),
               dict(optimizer="muon", max_steps=480, batch_size=32, block_size=64, lr=6e-3,
                    min_lr=6e-4, warmup_steps=50, betas=(0.9, 0.95), weight_decay=0.1,
-                   grad_clip=1.0, eval_interval=40)),
+                   grad_clip=1.0, eval_interval=40, cpu_bf16=True)),
+        "b32": ("(b) in float32: what bf16 autocast buys, side by side",
+                dict(style="modern", n_layer=4, n_head=4, d_model=128, block_size=64, dropout=0.0),
+                dict(optimizer="muon", max_steps=200, batch_size=32, block_size=64, lr=6e-3,
+                     min_lr=6e-4, warmup_steps=50, betas=(0.9, 0.95), weight_decay=0.1,
+                     grad_clip=1.0, eval_interval=10)),
     },
     "cuda": {
         "target": 1.47,
@@ -151,6 +158,10 @@ def main(argv=None):
         final_a = a["val_loss"][-1]
         print(f"time to (a)'s final val loss {final_a:.4f}: (b) / (a) = "
               f"{time_to_reach(b, final_a) / a['seconds'][-1]:.2f}")
+    if "b" in by_name and "b32" in by_name:
+        tb, t32 = (time_to_reach(by_name[k]["history"], target) for k in ("b", "b32"))
+        print(f"\nbf16 autocast: (b) reaches {target} after {tb:.1f} s, (b32) in float32 after "
+              f"{t32:.1f} s: (b) / (b32) = {tb / t32:.2f}")
     if "a" in by_name and "c" in by_name:
         a, c = by_name["a"]["history"], by_name["c"]["history"]
         tc = time_to_reach(c, LONG_TARGET)

@@ -130,3 +130,27 @@ def test_bibliography_and_pages_exist():
     assert (ROOT / "book" / "references.bib").is_file()
     for page in ("intro", "how_to_use", "notation", "instructors", "bibliography"):
         assert resolve(f"book/{page}") is not None, page
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_figure_has_a_caption_a_name_and_alt_text(path):
+    """A code cell that draws a figure carries mystnb figure metadata (CONTRIBUTING, "Figures
+    and accessibility"): without it the book shows an unnumbered image whose alt text is its
+    file path. The browser test checks the rendered result; this catches it before a build."""
+    missing = []
+    for cell in code_cells(read(path)):
+        if not any("image/png" in out.get("data", {}) for out in cell.outputs):
+            continue
+        meta = cell.metadata.get("mystnb", {})
+        alt = meta.get("image", {}).get("alt", "")
+        figure = meta.get("figure", {})
+        if len(alt) < 20 or not figure.get("caption") or not str(figure.get("name", "")).startswith("fig-"):
+            missing.append(cell.get("id"))
+    assert not missing, f"{path.name}: figure cells without caption, name or alt text: {missing}"
+
+
+def test_figure_names_are_unique_across_the_book():
+    names = [cell.metadata["mystnb"]["figure"]["name"] for path in NOTEBOOKS
+             for cell in code_cells(read(path))
+             if "name" in cell.metadata.get("mystnb", {}).get("figure", {})]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
