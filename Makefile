@@ -152,8 +152,8 @@ endif
 
 browser: venv browser-check
 ifneq ($(BROWSER),skip)
-	@# the front page links the PDF edition: printed here if missing or older than the HTML
-	@if [ ! -f $(PDF_FILE) ] || [ _build/html/index.html -nt $(PDF_FILE) ]; then \
+	@# the front page links the PDF edition: printed here if missing or older than any HTML page
+	@if [ ! -f $(PDF_FILE) ] || [ -n "$$(find _build/html -name '*.html' -newer $(PDF_FILE) | head -1)" ]; then \
 	  $(MAKE) --no-print-directory pdf-only; fi
 	$(MAKE) --no-print-directory $(AXE_JS)
 	$(PY) -m pytest -q -rs tests/test_browser.py

@@ -12,18 +12,15 @@ builds it first when `_build/html` is older than the sources. Never skipped: wit
 every test fails with the instruction (`.ci/run` installs Debian's `chromium`; `make test
 BROWSER=skip` is the explicit opt-out, reported loudly).
 """
-import functools
 import html.parser
 import os
 import re
-import shutil
 import subprocess
-import threading
+import sys
 from collections import Counter
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -32,12 +29,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-# Flags for a root user on a machine without network: no sandbox, no GPU, no background
-# connections (each would be refused and logged). Playwright adds --headless itself.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+# the same Chromium, flags and local server as the PDF edition (tools/make_pdf.py)
+sys.path.insert(0, str(ROOT / "tools"))
+from make_pdf import CHROMIUM, CHROMIUM_ARGS, serve  # noqa: E402
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 SCREENSHOT_CHAPTER = "notebooks/05_losses"
@@ -89,11 +83,6 @@ def build_is_stale():
     sources = [ROOT / "_toc.yml", ROOT / "_config.yml", *ROOT.glob("book/*"),
                *ROOT.glob("notebooks/*.ipynb")]
     return any(p.stat().st_mtime > built for p in sources)
-
-
-class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
 
 
 class _Ids(html.parser.HTMLParser):
@@ -167,11 +156,8 @@ def site():
     """`_build/html` served on 127.0.0.1 at a free port, for the duration of the module."""
     if build_is_stale():
         subprocess.run(["make", "--no-print-directory", "book"], cwd=ROOT, check=True)
-    handler = functools.partial(_Quiet, directory=str(HTML))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server, url = serve(HTML)
+    yield url
     server.shutdown()
     server.server_close()
 

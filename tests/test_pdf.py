@@ -26,8 +26,8 @@ def built():
     missing = [tool for tool in ("pdftotext", "pdfimages", "pdftoppm") if not shutil.which(tool)]
     if missing:
         pytest.fail(f"{', '.join(missing)} not found: `sudo apt-get install -y poppler-utils`", pytrace=False)
-    index = make_pdf.HTML / "index.html"
-    if not PDF.exists() or PDF.stat().st_mtime < index.stat().st_mtime:
+    newest_page = max(p.stat().st_mtime for p in make_pdf.HTML.rglob("*.html"))
+    if not PDF.exists() or PDF.stat().st_mtime < newest_page:
         pytest.fail("no PDF built from the current HTML: run `make pdf`", pytrace=False)
 
 

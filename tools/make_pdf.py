@@ -28,6 +28,8 @@ HTML = ROOT / "_build" / "html"
 OUT = ROOT / "_build" / "pdf"
 NAME = "from-x2-to-gpt.pdf"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+# Flags for a root user on a machine without network: no sandbox, no GPU, no background
+# connections (each would be refused and logged). Shared with tests/test_browser.py.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 MARGIN = {"top": "16mm", "bottom": "18mm", "left": "16mm", "right": "16mm"}
@@ -82,6 +84,7 @@ def toc_pages():
 
 
 def serve(directory):
+    """``directory`` served on 127.0.0.1 at a free port, quietly: (server, its URL)."""
     handler = functools.partial(type("Quiet", (SimpleHTTPRequestHandler,),
                                      {"log_message": lambda *a: None}), directory=str(directory))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)

@@ -232,7 +232,8 @@ def _with_line_budget(answer, args, budget=200_000):
     """answer(*args), stopped once it has executed ``budget`` lines of Python outside torch and
     mathref: a closed form needs a few dozen, a loop over 2·10¹⁰ steps never ends. Counting
     lines (sys.settrace) instead of seconds makes the verdict the same on every machine and in
-    every thread."""
+    every thread. Under the grader the student's code runs in another process, which this
+    tracer does not see; there the grader's per-exercise time limit stops such a loop."""
     left = [budget]
 
     def local(frame, event, arg):

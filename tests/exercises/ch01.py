@@ -61,7 +61,8 @@ def steps_off_by_one(x0, lr, tol):
     return math.floor(math.log(tol / abs(x0)) / math.log(r)) + 1
 
 
-def steps_ceil_of_logs(x0, lr, tol):   # right except at a tie: x0 = 1, η = 0.25, tol = 2⁻²⁹ gives 30
+def _steps_from_logs(x0, lr, tol, slack=0.0):
+    """ceil(log(tol/|x0|) / log r − slack): the closed form computed in floating point."""
     if abs(x0) <= tol:
         return 0
     r = abs(1 - 2 * lr)
@@ -69,18 +70,15 @@ def steps_ceil_of_logs(x0, lr, tol):   # right except at a tie: x0 = 1, η = 0.2
         return 1
     if r >= 1:
         return math.inf
-    return math.ceil(math.log(tol / abs(x0)) / math.log(r))
+    return math.ceil(math.log(tol / abs(x0)) / math.log(r) - slack)
+
+
+def steps_ceil_of_logs(x0, lr, tol):   # right except at a tie: x0 = 1, η = 0.25, tol = 2⁻²⁹ gives 30
+    return _steps_from_logs(x0, lr, tol)
 
 
 def steps_ceil_with_epsilon(x0, lr, tol):   # the tie "fixed" by an epsilon: 29 for tol = 2⁻²⁹(1 − 2⁻⁴⁰)
-    if abs(x0) <= tol:
-        return 0
-    r = abs(1 - 2 * lr)
-    if r == 0:
-        return 1
-    if r >= 1:
-        return math.inf
-    return math.ceil(math.log(tol / abs(x0)) / math.log(r) - 1e-9)
+    return _steps_from_logs(x0, lr, tol, slack=1e-9)
 
 
 def steps_by_running_descent(x0, lr, tol):   # runs gradient descent: 2·10¹⁰ steps for η = 2⁻³⁴
