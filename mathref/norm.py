@@ -168,8 +168,8 @@ def rms_norm(x, normalized_shape, weight=None, eps=1e-5, manual_backward=False, 
     _check_trailing(x, shape, "rms_norm")
     _check_param(weight, shape, "weight")
     _check_eps(eps)
-    if fused:
-        return F.rms_norm(x, shape, weight, eps)
+    if fused:   # the kernel needs one dtype: under autocast, x may be bf16 and γ float32
+        return F.rms_norm(x, shape, None if weight is None else weight.to(x.dtype), eps)
     if manual_backward:
         d = math.prod(shape)
         flat = x.reshape(*x.shape[:x.dim() - len(shape)], d)

@@ -214,3 +214,24 @@ def test_fused_fast_path_equals_the_readable_one(float64_device, cls, kwargs):
     a.backward(g)
     b.backward(g)
     torch.testing.assert_close(x.grad, x2.grad, atol=1e-12, rtol=1e-12)
+
+
+def test_fused_rms_norm_takes_bf16_input_with_a_float32_gain():
+    """Under bf16 autocast a bf16 activation meets a float32 gain (QK-norm after a bf16 matmul):
+    the fused path casts γ to the input's dtype, so the kernel is used (no 'Mismatch dtype'
+    warning), the output stays bf16, and it equals the float64 reference to bf16 precision;
+    γ's gradient comes back in float32."""
+    import warnings
+    x = randn(4, 6, 32, device="cpu", shift=0.5)
+    w = randn(32, device="cpu", seed=3)
+    want = F.rms_norm(x, (32,), w, eps=1e-5)
+    module = norm.RMSNorm(32, eps=1e-5, fused=True)
+    with torch.no_grad():
+        module.weight.copy_(w.float())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = module(x.bfloat16().requires_grad_())
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=2e-2)
+    got.float().sum().backward()
+    assert module.weight.grad.dtype == torch.float32 and torch.isfinite(module.weight.grad).all()
