@@ -10,6 +10,10 @@
   torch.nn.MultiheadAttention with the same sizes and a causal mask.
 - For reference, the readable paths (plain AdamW loop, mathref's written-out attention) against
   the same baselines.
+- SDPA's own backends on the CPU (gpt_shakespeare.py's recipes (b) and (b32)): forward +
+  backward with the flash kernel the dispatcher picks vs the math backend, in bfloat16 and in
+  float32, at the benchmark's shape (batch 32, 4 heads, head dimension 32) for contexts 64, 128
+  and 256.
 
 Each pair is timed alternately, many rounds, and the ratio of medians is printed (< 1.1 is the
 target for the fused paths).
@@ -21,7 +25,9 @@ import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mathref.attention import MultiHeadAttention  # noqa: E402
@@ -108,6 +114,20 @@ def attention_pair(device, fused, B, T, d, H):
     return run_ours, run_theirs
 
 
+def sdpa_backend_pair(B, H, T, d_k, dtype=torch.bfloat16):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(B, H, T, d_k, dtype=dtype, requires_grad=True) for _ in range(3))
+
+    def default():   # on the CPU the dispatcher picks its flash kernel for these inputs
+        F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+
+    def math_backend():
+        with sdpa_kernel(SDPBackend.MATH):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+
+    return default, math_backend
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -132,6 +152,12 @@ def main(argv=None):
             *attention_pair(device, True, B, T, d, H), device, args.rounds)
     compare(f"attention fwd+bwd, readable vs nn.MultiheadAttention",
             *attention_pair(device, False, B, T, d, H), device, args.rounds)
+    if device.type == "cpu":
+        print(f"{'time ratio, SDPA default (flash) / math backend, fwd+bwd':58s} ratio")
+        for dtype in (torch.bfloat16, torch.float32):
+            for T_ in (64, 128, 256):
+                compare(f"  {str(dtype)[6:]}, batch 32, 4 heads, d_k = 32, T = {T_}",
+                        *sdpa_backend_pair(32, 4, T_, 32, dtype), device, args.rounds)
     return 0
 
 

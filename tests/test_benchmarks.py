@@ -47,3 +47,28 @@ def test_recipe_trains_two_steps_at_a_small_size(device, name, tmp_path):
     assert all(not torch.equal(a, p) for a, p in zip(before, model.parameters()) if p.dim() == 2)
     kind = type(configure_optimizer(model, 1e-3, 0.1, optimizer=cfg.optimizer)).__name__
     assert kind == ("Muon" if train_kw.get("optimizer") == "muon" else "AdamW")
+
+
+def test_main_runs_every_summary_over_two_seeds(monkeypatch, capsys):
+    """The whole script, with its recipes shrunk to a tiny width and a few steps: two seeds per
+    config, the (a)-vs-nanoGPT line, the ratio, the bf16 and (c) lines all print."""
+    tiny = {}
+    for name, recipe in bench.RECIPES["cpu"].items():
+        if name == "target":
+            tiny[name] = 99.0   # every run "reaches" the target
+            continue
+        label, model_kw, train_kw = recipe
+        tiny[name] = (label, dict(model_kw, n_layer=1, d_model=16, block_size=16),
+                      dict(train_kw, max_steps=4, warmup_steps=1, batch_size=4, block_size=16))
+    monkeypatch.setitem(bench.RECIPES, "cpu", tiny)
+    monkeypatch.setattr(bench, "NANOGPT_CPU_SEEDS", {2: (2.0, 2.1, 2.2), 1500: (1.9, 1.9, 1.9)})
+    monkeypatch.setattr(bench, "EVAL", dict(eval_batches=2, eval_batch_size=4))
+    estimates = bench.nanogpt_style_estimates
+    monkeypatch.setattr(bench, "nanogpt_style_estimates",
+                        lambda *args: estimates(*args, draws=3))
+    assert bench.main(["--configs", "a,b,b32,c", "--seeds", "0,1", "--eval-interval", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("(a) final val loss") == 2 and out.count("(b) final val loss") == 2
+    assert "step 2: (a)" in out and "step 1500" not in out       # only steps that were evaluated
+    assert "means over seeds [0, 1]" in out
+    assert "(b) / (a) =" in out and "(b) / (b32) =" in out and "within (a)'s time" in out
