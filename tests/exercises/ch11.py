@@ -170,25 +170,24 @@ def _softmax_by_hand(S):
     return E / E.sum(-1, keepdim=True)
 
 
-def softmax_bw_central_difference(P, G_P, h=1e-5):
+def _softmax_bw_by_stencil(P, G_P, h, stencil, denominator):
+    """∂L/∂S from finite differences of the by-hand softmax: Σ_t c_t·softmax(S + t·h·e_n) / (denominator·h)."""
     S = P.log()
     G_S = torch.zeros_like(P)
     for n in range(P.shape[-1]):
         e = torch.zeros_like(P)
         e[..., n] = h
-        G_S[..., n] = (G_P * (_softmax_by_hand(S + e) - _softmax_by_hand(S - e))).sum(-1) / (2 * h)
+        diff = sum(c * _softmax_by_hand(S + t * e) for t, c in stencil)
+        G_S[..., n] = (G_P * diff).sum(-1) / (denominator * h)
     return torch.nan_to_num(G_S)
+
+
+def softmax_bw_central_difference(P, G_P, h=1e-5):
+    return _softmax_bw_by_stencil(P, G_P, h, ((1, 1), (-1, -1)), 2)
 
 
 def softmax_bw_fourth_order_stencil(P, G_P, h=1e-3):
-    S = P.log()
-    G_S = torch.zeros_like(P)
-    for n in range(P.shape[-1]):
-        e = torch.zeros_like(P)
-        e[..., n] = h
-        f = [_softmax_by_hand(S + t * e) for t in (2, 1, -1, -2)]
-        G_S[..., n] = (G_P * (-f[0] + 8 * f[1] - 8 * f[2] + f[3])).sum(-1) / (12 * h)
-    return torch.nan_to_num(G_S)
+    return _softmax_bw_by_stencil(P, G_P, h, ((2, -1), (1, 8), (-1, -8), (-2, 1)), 12)
 
 
 def gqa_bw_fourth_order_stencil(q, k, v, G_O, h=1e-3):
