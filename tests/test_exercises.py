@@ -66,6 +66,18 @@ def test_student_exceptions_are_readable(label):
         CHECKS[label](crashing)
 
 
+def test_not_implemented_inside_torch_is_not_called_unattempted():
+    """A NotImplementedError that PyTorch raises (an operator it lacks under the checker's
+    dispatch modes, or here an nn.Module without forward) is the student's attempt failing, not
+    the stub: the message says where it came from."""
+    def attempted(*args, **kwargs):
+        return torch.nn.Module()(torch.zeros(1))     # Module.forward raises NotImplementedError
+
+    with pytest.raises(ExerciseCheckFailed, match="raised NotImplementedError inside torch") as err:
+        CHECKS[LABELS[0]](attempted)
+    assert "not attempted" not in err.value.message
+
+
 def test_not_a_function_is_reported():
     with pytest.raises(ExerciseCheckFailed, match="pass the function itself"):
         CHECKS[LABELS[0]](42)
@@ -113,8 +125,14 @@ def test_without_autograd_refuses_each_autograd_entry_point():
             t = t.detach().clone().requires_grad_()
             return torch.autograd.grad((t ** 2).sum(), t)[0]
 
+    def by_micrograd(t):                         # the course's own reverse mode (chapter 4)
+        from mathref.autograd import Value
+        leaves = [Value(float(a)) for a in t]
+        sum((v * v for v in leaves), Value(0.0)).backward()
+        return torch.tensor([v.grad for v in leaves], dtype=t.dtype)
+
     assert torch.equal(without_autograd(by_hand)(x), 2 * x)
-    for cheat in (by_backward, by_grad, by_enable_grad):
+    for cheat in (by_backward, by_grad, by_enable_grad, by_micrograd):
         with pytest.raises(CheckFailure, match="without autograd"):
             without_autograd(cheat)(x)
         assert torch.equal(cheat(x), 2 * x)  # autograd is back once the call returns

@@ -58,7 +58,13 @@ def exercise(label, forbid=(), because="this exercise asks you to write it yours
                 detail = check(*answers, **options)
             except CheckFailure as failure:
                 raise ExerciseCheckFailed(label, str(failure)) from None
-            except NotImplementedError:
+            except NotImplementedError as err:
+                if not _raised_by_student(err):   # e.g. an operator PyTorch lacks under the checks
+                    raise ExerciseCheckFailed(
+                        label, f"your code raised NotImplementedError inside "
+                        f"{_raised_in(err)}: {err or 'no message'}. Call only what the "
+                        f"exercise allows (a call the checker forbids can also end like this)"
+                    ) from None
                 raise ExerciseCheckFailed(
                     label, "not attempted yet: your solution still raises "
                     "NotImplementedError. Replace that line with your code, run its cell, "
@@ -75,6 +81,23 @@ def exercise(label, forbid=(), because="this exercise asks you to write it yours
         CHECKS[label] = run
         return run
     return decorate
+
+
+def _raised_in(err):
+    """The module whose code raised ``err``: its innermost frame's."""
+    tb = err.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_globals.get("__name__", "?")
+
+
+def _raised_by_student(err):
+    """Whether ``err`` was raised by the student's own code (the stub's ``raise
+    NotImplementedError``), not inside torch or the course's package. Under the grader the
+    solution runs in another process and its error is raised again by ``mathref.grade``, which
+    cannot say where it began: counted as the student's (either verdict scores 0)."""
+    where = _raised_in(err)
+    return where.startswith("mathref.grade") or where.split(".")[0] not in ("torch", "mathref", "numpy")
 
 
 def expect(condition, message):
@@ -152,7 +175,8 @@ AUTOGRAD_FUNCTIONAL = tuple(f"torch.autograd.functional.{name}" for name in _FUN
 
 
 _AUTOGRAD_NAMES = (("torch.Tensor.backward", "torch.autograd.grad", "torch.autograd.backward",
-                    "torch.autograd.forward_ad.make_dual", "torch.autograd.forward_ad.unpack_dual")
+                    "torch.autograd.forward_ad.make_dual", "torch.autograd.forward_ad.unpack_dual",
+                    "mathref.autograd.Value.backward")          # the course's own micrograd engine
                    + tuple(f"torch.func.{name}" for name in _FUNC_TRANSFORMS)
                    + AUTOGRAD_FUNCTIONAL)
 
