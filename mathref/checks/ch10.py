@@ -54,6 +54,11 @@ def check_ch10_most_frequent_pair(most_frequent_pair):
               "ch10-pair-count counts every position i), tying with (4, 5): the smaller (3, 3) wins"),
              ([[1, 9], [2, 9], [2, 9], [2, 5], [5, 6]], "(9, 2) only occurs across chunks, so it does not count"),
              ([[7, 8], [7, 8], [3, 1, 2], [1, 2]], "(7, 8) twice and (1, 2) twice: the tie goes to (1, 2)"),
+             ([[1, 3], [1, 2]], "(1, 3) and (1, 2) tie and share their first id: lexicographic "
+              "order then compares the second ids, so (1, 2) wins whatever order the pairs were "
+              "seen in"),
+             ([[1, 9], [2, 3]], "(1, 9) and (2, 3) tie: lexicographic order compares the first "
+              "ids, so (1, 9) wins (not the pair with the smallest sum a + b)"),
              ([list(b" low"), list(b" lower"), list(b" newest"), list(b" widest")],
               "bytes of four words")]
     for chunks, what in cases:
@@ -79,6 +84,9 @@ _ONE_HOT_SHORTCUTS = (
     "torch.take_along_dim", "torch.Tensor.take_along_dim", "torch.ops.aten.index",
     "torch.ops.aten.index_select", "torch.ops.aten.gather", "torch.ops.aten.take",
     "torch.ops.aten.embedding", "torch.ops.aten._embedding_bag",
+    # the private forms of E[ids] (aten.index without bounds checks, and its masked variant);
+    # writing with index_put (one_hot[rows, ids] = 1) builds one-hot vectors and stays allowed
+    "torch.ops.aten._unsafe_index", "torch.ops.aten._unsafe_masked_index",
     # ... and taking rows or slices out of a tensor one at a time: E[i] with an int (aten.select),
     # E[i:i + 1] and E.narrow (aten.slice), E.unbind(0) and iterating over a tensor (aten.unbind),
     # E.split / E.chunk (aten.split), as_strided views and masked_select. A rule refuses by

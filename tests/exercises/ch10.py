@@ -1,6 +1,7 @@
 """Typical wrong answers to chapter 10's exercises: each must fail its checker."""
 from collections import Counter
 
+import torch
 import torch.nn.functional as F
 
 
@@ -73,6 +74,20 @@ def pair_as_list(chunks):
     # the right pair, returned as a list [a, b] instead of the tuple (a, b) the statement asks for
     counts = Counter(p for c in chunks for p in zip(c, c[1:]))
     return list(max(counts, key=lambda p: (counts[p], -p[0], -p[1])))
+
+
+def pair_tie_by_first_id(chunks):
+    # ties broken on the first id only: pairs sharing it are left in the order they were seen
+    counts = Counter(p for c in chunks for p in zip(c, c[1:]))
+    best = max(counts.values())
+    return min((p for p in counts if counts[p] == best), key=lambda p: p[0])
+
+
+def pair_tie_by_sum(chunks):
+    # ties go to the smallest sum a + b instead of the smallest pair in lexicographic order
+    counts = Counter(p for c in chunks for p in zip(c, c[1:]))
+    best = max(counts.values())
+    return min((p for p in counts if counts[p] == best), key=lambda p: p[0] + p[1])
 
 
 def merge_as_tuple(ids, pair, new_id):
@@ -243,7 +258,8 @@ WRONG_ANSWERS = {
     "ch10-merge-pair": [merge_first_only, merge_overlapping, merge_right_to_left, merge_library,
                         merge_in_place, merge_as_tuple],
     "ch10-most-frequent-pair": [pair_across_chunks, pair_first_seen, pair_distinct_per_chunk,
-                                pair_library, pair_skipping_overlaps, pair_as_list],
+                                pair_library, pair_skipping_overlaps, pair_as_list,
+                                pair_tie_by_first_id, pair_tie_by_sum],
     "ch10-one-hot-embedding": [
         lambda ids, E: F.one_hot(ids).to(E.dtype) @ E,        # width from the ids, not from E
         lambda ids, E: E[ids - 1],                             # off by one
@@ -254,6 +270,9 @@ WRONG_ANSWERS = {
         lambda ids, E: E.index_select(0, ids.flatten()).reshape(*ids.shape, E.shape[1]),
         one_hot_library, one_hot_double, one_hot_double_one_side,
         lambda ids, E: (F.one_hot(ids, E.shape[0]).to(E.dtype) @ E).detach(),   # no gradient
+        lambda ids, E: torch.ops.aten._unsafe_index(E, [ids]),    # E[ids] by a private name
+        lambda ids, E: torch.ops.aten._unsafe_masked_index(
+            E, torch.ones(*ids.shape, 1, dtype=torch.bool), [ids], 0.0),
     ],
     "ch10-bpe-encode": [bpe_first_position, bpe_no_pretokenization, bpe_latest_first,
                         bpe_off_by_one, bpe_library, bpe_split_words_punct, bpe_split_nonspace,
@@ -334,6 +353,14 @@ SHORTCUTS = {
         "    d = E.shape[1]\n"
         "    rows = [E.as_strided((d,), (1,), i * d) for i in ids.flatten().tolist()]\n"
         "    return torch.stack(rows).reshape(*ids.shape, d)\n",
+        # the private operators behind E[ids] (torch.compile's decompositions)
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    return torch.ops.aten._unsafe_index(E, [ids])\n",
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    mask = torch.ones(*ids.shape, 1, dtype=torch.bool)\n"
+        "    return torch.ops.aten._unsafe_masked_index(E, mask, [ids], 0.0)\n",
     ],
     "ch10-bpe-encode": [
         "from mathref.tokenizers import BPETokenizer\n\n"
@@ -411,6 +438,13 @@ RIGHT_ANSWERS = {
         "def one_hot_lookup(ids, E):\n"
         "    mask = (ids[..., None] == torch.arange(len(E))).to(E.dtype)   # [..., V]\n"
         "    return (mask[..., None] * E).sum(-2)               # Σ_j (1_i)_j E_j\n",
+        # one-hot vectors written with index_put (a write, not a selection of rows of E)
+        "import torch\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    flat = ids.reshape(-1)\n"
+        "    one_hot = torch.zeros(flat.numel(), E.shape[0], dtype=E.dtype)\n"
+        "    one_hot[torch.arange(flat.numel()), flat] = 1\n"
+        "    return (one_hot @ E).reshape(*ids.shape, E.shape[1])\n",
     ],
     "ch10-bpe-encode": [
         # every merge in training order, as section 10.2 shows is the same
