@@ -105,6 +105,8 @@ def check_ch12_adjacent_to_half(adjacent_to_half_weights):
         expect(tuple(got_q.shape) == tuple(W_q.shape),
                f"W has shape {tuple(W_q.shape)} (out, in); the result must have the same shape, "
                f"got {tuple(got_q.shape)}")
+        expect(got_q.dtype == W_q.dtype, f"W is {W_q.dtype} but your result is {got_q.dtype}: a row "
+               f"permutation keeps the dtype (index the rows, W[rows], and convert nothing)")
         got_q = got_q.to(torch.float64)
         for r in range(W_q.shape[0]):          # the intermediate: which row went where
             same = [j for j in range(W_q.shape[0]) if torch.equal(got_q[r], W_q[j])]
