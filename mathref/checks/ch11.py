@@ -101,7 +101,8 @@ def check_ch11_mha_param_count(mha_param_count):
           forbid=("torch.nn.functional.scaled_dot_product_attention", *_SDPA_OPS, *_MHA_MODULES,
                   "mathref.attention.scaled_dot_product_attention",
                   "mathref.attention.attention_weights", "mathref.attention.AttentionFunction.forward",
-                  "mathref.similarity.soft_lookup"),
+                  "mathref.similarity.soft_lookup",
+                  "torch.nn.attention.flex_attention.flex_attention"),
           because="attention computes softmax(q kᵀ/√d_k + mask) v itself (torch.softmax is allowed)")
 def check_ch11_attention(attention):
     """attention(q, k, v, mask=None): softmax(q kᵀ/√d_k + mask) v over the last two dims."""
