@@ -10,10 +10,20 @@ __all__ = ["check_ch15_kv_cache_bytes", "check_ch15_crossover_length",
 
 
 # Merging two log-normalizers in log space is the rescaling these exercises ask for
+# (logcumsumexp(z)[-1] is a log-sum-exp under another name)
 LOG_SUM_EXP_CALLS = ("torch.logaddexp", "torch.Tensor.logaddexp", "torch.logaddexp2",
                      "torch.Tensor.logaddexp2", "torch.logsumexp",
                      "torch.Tensor.logsumexp", "torch.special.logsumexp",
+                     "torch.logcumsumexp", "torch.Tensor.logcumsumexp",
+                     "torch.ops.aten.logsumexp", "torch.ops.aten.logcumsumexp",
                      "mathref.losses.logsumexp")
+# A softmax over the states' log-normalizers hands back the weights e^(m_a + log ℓ_a − lse), and
+# 1 / its largest entry is the merged ℓ: the rescaling again, done by the library
+SOFTMAX_CALLS = ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax",
+                 "torch.special.softmax", "torch.log_softmax", "torch.Tensor.log_softmax",
+                 "torch.nn.functional.log_softmax", "torch.special.log_softmax",
+                 "torch.ops.aten._softmax", "torch.ops.aten._log_softmax",
+                 "mathref.losses.softmax", "mathref.losses.log_softmax")
 
 
 def _close_or_why(got, want, what, mistakes, rtol):
@@ -95,7 +105,7 @@ def check_ch15_flops_per_token(flops_per_token):
     return "forward 2N + 4LdT, backward twice that"
 
 
-@exercise("ch15-merge-softmax-states", forbid=LOG_SUM_EXP_CALLS,
+@exercise("ch15-merge-softmax-states", forbid=LOG_SUM_EXP_CALLS + SOFTMAX_CALLS,
           because="rescale both states to the common maximum yourself, with e^(m_a − m)")
 def check_ch15_merge_softmax_states(merge_softmax_states):
     """merge_softmax_states(m1, l1, acc1, m2, l2, acc2) → (m, l, acc) for two parts of a row."""
@@ -194,7 +204,8 @@ def check_ch15_loss_scale_update(update_scale):
 
 
 @exercise("ch15-flash-tile-step",
-          forbid=ATTENTION_CALLS + LOG_SUM_EXP_CALLS + ("mathref.efficient.online_softmax",),
+          forbid=ATTENTION_CALLS + LOG_SUM_EXP_CALLS + SOFTMAX_CALLS
+          + ("mathref.efficient.online_softmax",),
           because="compute the tile's scores and rescale the running state yourself, with "
                   "e^(m − m')")
 def check_ch15_flash_tile_step(flash_tile_step):

@@ -208,6 +208,23 @@ SHORTCUTS = {
         "    lse = torch.stack([m1 + l1.log(), m2 + l2.log()]).logsumexp(0)\n"
         "    m = torch.maximum(m1, m2)\n"
         "    return m, torch.exp(lse - m), torch.exp(m1 - m) * acc1 + torch.exp(m2 - m) * acc2\n",
+        # the independent read's bypass: a log-sum-exp under another name, weights from softmax
+        "import torch\n\n"
+        "def merge_softmax_states(m1, l1, acc1, m2, l2, acc2):\n"
+        "    z = torch.stack([m1 + l1.log(), m2 + l2.log()])\n"
+        "    lse = torch.logcumsumexp(z, 0)[-1]\n"
+        "    w = torch.softmax(z, 0)\n"
+        "    m = torch.maximum(m1, m2)\n"
+        "    l = torch.exp(lse - m)\n"
+        "    return m, l, l * (w[0] * acc1 / l1 + w[1] * acc2 / l2)\n",
+        # softmax alone: 1 / its largest weight is the merged sum
+        "import torch\n"
+        "import torch.nn.functional as F\n\n"
+        "def merge_softmax_states(m1, l1, acc1, m2, l2, acc2):\n"
+        "    w = F.softmax(torch.stack([m1 + l1.log(), m2 + l2.log()]), 0)\n"
+        "    m = torch.maximum(m1, m2)\n"
+        "    l = 1 / w.max() * (l1 if m1 >= m2 else l2)\n"
+        "    return m, l, l * (w[0] * acc1 / l1 + w[1] * acc2 / l2)\n",
     ],
     "ch15-loss-scale-update": [
         "from mathref.efficient import DynamicLossScaler\n\n"
@@ -254,6 +271,27 @@ SHORTCUTS = {
         "    lse = torch.logaddexp(m + l.log(), s.logsumexp(-1))     # old and new sums, in logs\n"
         "    c = torch.exp(m - m_new)\n"
         "    return m_new, torch.exp(lse - m_new), acc * c[:, None] + torch.exp(s - m_new[:, None]) @ v_tile\n",
+        # the independent read's bypass: the old state as one extra pseudo-score, merged in log space
+        "import torch\n\n"
+        "def flash_tile_step(q, k_tile, v_tile, m, l, acc):\n"
+        "    s = q @ k_tile.T / q.shape[-1] ** 0.5\n"
+        "    z = torch.cat([(m + l.log())[:, None], s], dim=1)    # old state first, then the tile\n"
+        "    lse = torch.logcumsumexp(z, dim=1)[:, -1]\n"
+        "    w = torch.softmax(z, dim=1)\n"
+        "    m_new = torch.maximum(m, s.amax(-1))\n"
+        "    l_new = torch.exp(lse - m_new)\n"
+        "    old = torch.where(l[:, None] > 0, acc / l[:, None], torch.zeros_like(acc))\n"
+        "    return m_new, l_new, l_new[:, None] * (w[:, :1] * old + w[:, 1:] @ v_tile)\n",
+        # the same with log_softmax: z − log_softmax(z) is the log-sum-exp
+        "import torch\n\n"
+        "def flash_tile_step(q, k_tile, v_tile, m, l, acc):\n"
+        "    s = q @ k_tile.T / q.shape[-1] ** 0.5\n"
+        "    z = torch.cat([(m + l.log())[:, None], s], dim=1)\n"
+        "    w = z.log_softmax(dim=1)                            # z − lse\n"
+        "    m_new = torch.maximum(m, s.amax(-1))\n"
+        "    l_new = torch.exp((z - w)[:, 1] - m_new)\n"
+        "    old = torch.where(l[:, None] > 0, acc / l[:, None], torch.zeros_like(acc))\n"
+        "    return m_new, l_new, l_new[:, None] * (w[:, :1].exp() * old + w[:, 1:].exp() @ v_tile)\n",
     ],
 }
 
