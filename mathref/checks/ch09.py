@@ -4,6 +4,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from torch.utils._python_dispatch import TorchDispatchMode
+
 from mathref.checks.core import (CheckFailure, as_tensor, exercise, expect, expect_callable,
                                  expect_close, expect_tensor_close)
 
@@ -60,48 +62,114 @@ _DISTANCES = ("torch.norm", "torch.Tensor.norm", "torch.linalg.norm", "torch.lin
               "mathref.similarity.pairwise_euclidean_distance")
 
 
+class _OpMeter(TorchDispatchMode):
+    """Counts the aten operators a call runs and the most elements any of them returns: how the
+    check tells one matrix product (a few operators, nothing larger than [n, m]) from a loop over
+    pairs or rows (operators that grow with n) or the broadcast difference u_i − v_j ([n, m, d])."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls, self.largest = 0, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.calls += 1
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+def _metered(unit_distances, U, V):
+    meter = _OpMeter()
+    with meter:
+        got = unit_distances(U, V)
+    return got, meter
+
+
+def _exact_distances(U, V):
+    """‖u_i − v_j‖ of the given (rounded) vectors, from their differences in float64."""
+    return (U.double()[:, None, :] - V.double()[None, :, :]).pow(2).sum(-1).sqrt()
+
+
+_CLAMP_HINT = (" (a cosine computed by rounding can come out a few units in the last place above "
+               "1, as in section 9.2, so 2 − 2u·v can be slightly negative and its square root "
+               "nan: clamp it at 0 before the square root)")
+
+
+@exercise("ch09-unit-distance", forbid=_DISTANCES,
+          because="the distances come from the matrix of dot products U Vᵀ and ‖u − v‖² = 2 − 2u·v, "
+                  "not from measuring each pair")
+def check_ch09_unit_distance(unit_distances):
+    """unit_distances(U, V): all distances ‖u_i − v_j‖ between the unit rows of U [n, d] and
+    V [m, d], as an [n, m] matrix √(max(2 − 2 U Vᵀ, 0)) built from one matrix product: no loop
+    over pairs or rows, no [n, m, d] difference, finite where rounding pushes a cosine above 1."""
+    expect_callable(unit_distances, "unit_distances(U, V)")
+    gen = torch.Generator().manual_seed(3)
+
+    def unit(n, d, dtype=torch.float64):
+        return F.normalize(torch.randn(n, d, generator=gen, dtype=torch.float64), dim=-1).to(dtype)
+
+    d = 16
+    U_small, V_small, U_big, V_big = unit(4, d), unit(5, d), unit(40, d), unit(50, d)
+    cases = [(U_small, V_small, "4 × 5 random unit vectors in ℝ¹⁶ (float64)", 1e-9, 1e-7)]
+    U = unit(30, 8)
+    cases.append((U, U, "30 unit vectors in ℝ⁸ against themselves (float64; the diagonal is 0)",
+                  1e-9, 1e-7))
+    # float32: the rounded cosine of some vectors with themselves exceeds 1, and near-duplicate
+    # pairs (b = a + 1e-4·noise) cancel in 2 − 2u·v; the matrix-product form is then good only to
+    # about √(a few float32 ulps) ≈ 1e-3 near distance 0, which the tolerance allows
+    A = unit(200, 64, torch.float32)
+    B = F.normalize(A + 1e-4 * torch.randn(200, 64, generator=gen).to(torch.float32), dim=-1)
+    assert (A @ A.T).diagonal().max() > 1                 # the test needs cosines above 1
+    cases.append((A, A, "200 float32 unit vectors in ℝ⁶⁴ against themselves", 1e-5, 2e-3))
+    cases.append((A, B, "200 float32 unit vectors against near-duplicates at distance ≈ 1e-4",
+                  1e-5, 2e-3))
+    for U, V, what, rtol, atol in cases:
+        got = as_tensor(unit_distances(U, V), what)
+        want = _exact_distances(U, V)
+        expect(tuple(got.shape) == tuple(want.shape),
+               f"{what}: expected shape {tuple(want.shape)} (one distance per pair), got "
+               f"{tuple(got.shape)}")
+        got = got.double()
+        expect(bool(torch.isfinite(got).all()), f"{what}: your result contains nan or inf"
+                                                 f"{_CLAMP_HINT}")
+        bad = ~torch.isclose(got, want, rtol=rtol, atol=atol)
+        if bad.any():
+            i = tuple(bad.nonzero()[0].tolist())
+            g, w = got[i].item(), want[i].item()
+            raise CheckFailure(f"{what}: at index {list(i)} expected {w:.6g}, got {g:.6g}"
+                               f"{_unit_distance_diagnosis(g, 1 - w * w / 2)}")
+    # how the distances are computed: the same function on 4 × 5 and on 40 × 50 pairs, d = 16
+    _, small = _metered(unit_distances, U_small, V_small)
+    _, big = _metered(unit_distances, U_big, V_big)
+    expect(big.largest < 40 * 50 * d,
+           f"40 × 50 pairs in ℝ¹⁶: your function builds a tensor of {big.largest} elements, one "
+           f"or more per pair and coordinate ([n, m, d] = 32000): it broadcasts over all pairs "
+           f"(u_i − v_j or u_i * v_j). Compute every u_i·v_j with one matrix product U @ V.T "
+           f"and use ‖u − v‖² = 2 − 2u·v")
+    expect(big.calls <= small.calls + 3,
+           f"your function runs {small.calls} tensor operations for 4 × 5 pairs but {big.calls} "
+           f"for 40 × 50: it loops over pairs or rows. Compute every u_i·v_j at once with one "
+           f"matrix product U @ V.T")
+
+    return "‖u − v‖ = √(2 − 2 u·v) from one matrix product, clamped where rounding pushes u·v above 1"
+
+
 def _unit_distance_diagnosis(got, c):
     """The likely mistake behind a wrong distance ``got`` for the cosine ``c``."""
     for formula, value, why in [
             ("2 − 2c", 2 - 2 * c, "that is the squared distance ‖u − v‖²: take its square root"),
-            ("√(2 + 2c)", math.sqrt(2 + 2 * c), "the cross term of ‖u − v‖² = ‖u‖² + ‖v‖² − 2u·v "
-                                                 "has a minus sign"),
+            ("√(2 + 2c)", math.sqrt(max(2 + 2 * c, 0.0)),
+             "the cross term of ‖u − v‖² = ‖u‖² + ‖v‖² − 2u·v has a minus sign"),
             ("√(1 − c)", math.sqrt(max(1 - c, 0.0)), "both ‖u‖² and ‖v‖² are 1, so the constant "
                                                      "is 2, and the cross term is −2c"),
             ("1 − c", 1 - c, "expand ‖u − v‖² = ‖u‖² + ‖v‖² − 2u·v with ‖u‖ = ‖v‖ = 1, then take "
                              "the square root")]:
-        if abs(got - value) <= 1e-6 * max(1.0, abs(value)):
-            return f" (your value is {formula}: {why})"
-    return " (expand ‖u − v‖² = ‖u‖² + ‖v‖² − 2u·v with ‖u‖ = ‖v‖ = 1, then take the square root)"
-
-
-@exercise("ch09-unit-distance", forbid=_DISTANCES,
-          because="derive ‖u − v‖ from c with the expansion of equation (ch09-expand) instead "
-                  "of measuring two vectors")
-# The check compares values only: PyTorch's and mathref's norm and distance functions are refused,
-# but a distance measured by hand between two vectors built from c (((u - v) ** 2).sum().sqrt(),
-# math.hypot, a C builtin no rule can intercept) gives the same numbers and cannot be told apart
-# from the closed form. The statement says so.
-def check_ch09_unit_distance(unit_distance):
-    """unit_distance(c): ‖u − v‖ for unit vectors u, v with cos θ = c, that is √(2 − 2c), to
-    float32 precision (a float32 computation is a right answer)."""
-    expect_callable(unit_distance, "unit_distance(c)")
-    gen = torch.Generator().manual_seed(3)
-    u, v = F.normalize(torch.randn(2, 50, generator=gen, dtype=torch.float64), dim=-1)
-    random_c = float(u @ v)
-    cases = [(c, math.sqrt(2 - 2 * c), f"distance when cos θ = {c}")
-             for c in (1.0, -0.3, 0.0, -1.0, 0.5, 0.999)]
-    cases.append((random_c, float((u - v).norm()), "two random unit vectors in ℝ⁵⁰"))
-    for c, want, what in cases:
-        got = as_tensor(unit_distance(c), what)
-        expect(got.numel() == 1, f"{what}: expected one number, got shape {tuple(got.shape)}")
-        got = got.item()
-        # float32 is fine: about 1e-7 relative, plus what rounding c to float32 costs near
-        # c = 1, where 2 − 2c cancels digits (at c = 0.999 about 3e-7 absolute)
-        if not (math.isfinite(got) and abs(got - want) <= 2e-6 + 1e-5 * abs(want)):
-            raise CheckFailure(f"{what}: expected {want:.10g}, got {got:.10g}"
-                               f"{_unit_distance_diagnosis(got, c)}")
-    return "‖u − v‖ = √(2 − 2 cos θ): identical rankings for distance and cosine on the sphere"
+        if abs(got - value) <= 1e-4 * max(1.0, abs(value)):
+            return f" (your value is {formula} with c = u·v: {why})"
+    return (" (expand ‖u − v‖² = ‖u‖² + ‖v‖² − 2u·v with ‖u‖ = ‖v‖ = 1, then take the square "
+            "root)")
 
 
 @exercise("ch09-mips-to-nn",
@@ -158,10 +226,16 @@ _SOFT_LOOKUP_BUILTINS = (
     "torch.ops.aten._scaled_dot_product_efficient_attention",
     "torch.ops.aten._scaled_dot_product_cudnn_attention",
     "mathref.similarity.soft_lookup", "mathref.attention.scaled_dot_product_attention",
-    "mathref.attention.attention_weights", "mathref.attention.AttentionFunction.forward")
+    "mathref.attention.attention_weights", "mathref.attention.AttentionFunction.forward",
+    "torch.nn.attention.flex_attention.flex_attention")
 
 _OVERFLOW = (" (exp(score / τ) overflows for a small τ: subtract the largest score of each row "
              "before exp, as in equation (ch09-soft-argmax-limit), or use torch.softmax)")
+
+
+_ROW_MAX = (" in some rows: subtract the largest score of each row (s.max(dim=-1, keepdim=True)), "
+            "not the largest of the whole batch: for a row whose best score lies far below the "
+            "batch's maximum, exp(s − max) is 0 for every key and its weights are 0 / 0")
 
 
 @exercise("ch09-soft-lookup", forbid=_SOFT_LOOKUP_BUILTINS,
@@ -184,4 +258,16 @@ def check_ch09_soft_lookup(soft_lookup):
     expect_tensor_close(soft_lookup(q, K, V, 1e-3), V[(K @ q).argmax()],
                         "a tiny temperature (τ = 1e-3) should return the value of the best key",
                         rtol=1e-6, atol=1e-8, nan_hint=_OVERFLOW)
+    # a batch at τ = 1e-3 whose queries have norms 1 to 1000: the best score of each row is far
+    # below the batch's largest, so subtracting the maximum of the whole batch (not of each row)
+    # sends every exponent of the short queries' rows to −∞: exp gives 0 / 0 = nan there
+    Q = torch.randn(4, 4, generator=gen, dtype=torch.float64)
+    Q = Q / Q.norm(dim=-1, keepdim=True) * torch.tensor([[1.0], [10.0], [100.0], [1000.0]],
+                                                         dtype=torch.float64)
+    want = _soft_lookup(Q, K, V, 1e-3)
+    assert torch.allclose(want, V[(Q @ K.T).argmax(-1)], rtol=1e-6, atol=1e-8)   # one-hot rows
+    expect_tensor_close(soft_lookup(Q, K, V, 1e-3), want,
+                        "a batch of 4 queries of norms 1, 10, 100 and 1000 at τ = 1e-3 (each row "
+                        "should return the value of its own best key)", rtol=1e-6, atol=1e-8,
+                        nan_hint=_ROW_MAX)
     return "a soft argmax over inner products: attention for one query"

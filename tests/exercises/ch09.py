@@ -86,23 +86,49 @@ def soft_lookup_exp_without_max(query, keys, values, temperature):
     return (e / e.sum(-1, keepdim=True)) @ values
 
 
-def unit_distance_by_vectors(c):
-    # measures two unit vectors with cosine c instead of deriving: refused by the check
-    u = torch.tensor([1.0, 0.0], dtype=torch.float64)
-    v = torch.tensor([c, math.sqrt(max(1 - c * c, 0.0))], dtype=torch.float64)
-    return float(torch.dist(u, v))
+def soft_lookup_global_max(query, keys, values, temperature):
+    # subtracts the largest score of the whole batch, not of each row: rows whose best score is
+    # far below it underflow to 0 / 0 at a small τ
+    s = query @ keys.T / temperature
+    e = torch.exp(s - s.max())
+    return (e / e.sum(-1, keepdim=True)) @ values
+
+
+def unit_distances_squared(U, V):
+    # forgets the square root
+    return (2 - 2 * U @ V.T).clamp_min(0)
+
+
+def unit_distances_plus(U, V):
+    # the wrong sign on the cross term
+    return (2 + 2 * U @ V.T).clamp_min(0).sqrt()
+
+
+def unit_distances_no_clamp(U, V):
+    # a cosine rounded above 1 makes 2 − 2c negative: nan on the diagonal
+    return (2 - 2 * U @ V.T).sqrt()
+
+
+def unit_distances_direct(U, V):
+    # measures every pair through an [n, m, d] difference: accurate, but not the matrix product
+    return (U[:, None, :] - V[None, :, :]).pow(2).sum(-1).sqrt()
+
+
+def unit_distances_row_loop(U, V):
+    # one row of distances at a time: a loop whose length grows with n
+    return torch.stack([(2 - 2 * V @ u).clamp_min(0).sqrt() for u in U])
 
 
 WRONG_ANSWERS = {
     "ch09-cosine-from-dot": [cosine_product_clamped, cosine_eps_added, cosine_no_eps,
                              cosine_squared_norms, cosine_builtin],
-    "ch09-unit-distance": [lambda c: 2 - 2 * c, lambda c: math.sqrt(2 + 2 * c),
-                           lambda c: math.sqrt(1 - c), lambda c: 1 - c, unit_distance_by_vectors],
+    "ch09-unit-distance": [unit_distances_squared, unit_distances_plus, unit_distances_no_clamp,
+                           unit_distances_direct, unit_distances_row_loop],
     "ch09-mips-to-nn": [mips_keys_no_sqrt, mips_keys_normalized, mips_keys_own_norm,
                         mips_keys_mean_norm],
     "ch09-soft-lookup": [soft_lookup_times_temperature, soft_lookup_wrong_axis,
                          soft_lookup_no_softmax, soft_lookup_sqrt_d, soft_lookup_sdpa,
-                         soft_lookup_exp_without_max],
+                         soft_lookup_exp_without_max, soft_lookup_global_max],
 }
 
 
@@ -129,25 +155,15 @@ SHORTCUTS = {
         "    return torch.ops.aten.cosine_similarity(a, b, -1, eps)\n",
     ],
     "ch09-unit-distance": [
-        "import math\n"
         "import torch\n\n"
-        "def unit_distance(c):\n"
-        "    u = torch.tensor([1.0, 0.0], dtype=torch.float64)\n"
-        "    v = torch.tensor([c, math.sqrt(max(1 - c * c, 0.0))], dtype=torch.float64)\n"
-        "    return (u - v).norm().item()\n",
-        "import math\n"
-        "import torch\n"
+        "def unit_distances(U, V):\n"
+        "    return torch.cdist(U, V)\n",
         "from mathref import similarity as sim\n\n"
-        "def unit_distance(c):\n"
-        "    u = torch.tensor([1.0, 0.0], dtype=torch.float64)\n"
-        "    v = torch.tensor([c, math.sqrt(max(1 - c * c, 0.0))], dtype=torch.float64)\n"
-        "    return float(sim.euclidean_distance(u, v))\n",
-        "import math\n"
-        "import torch\n\n"
-        "def unit_distance(c):\n"
-        "    u = torch.tensor([1.0, 0.0], dtype=torch.float64)\n"
-        "    v = torch.tensor([c, math.sqrt(max(1 - c * c, 0.0))], dtype=torch.float64)\n"
-        "    return torch.linalg.vector_norm(u - v).item()\n",
+        "def unit_distances(U, V):\n"
+        "    return sim.pairwise_euclidean_distance(U, V, method='expand')\n",
+        "import torch.nn.functional as F\n\n"
+        "def unit_distances(U, V):\n"
+        "    return F.pairwise_distance(U[:, None, :], V[None, :, :], eps=0)\n",
     ],
     # no library function builds the augmented keys: the probe a student might reach for is
     # the search itself (M² = the largest of all k_i·k_j, by Cauchy–Schwarz)
@@ -168,6 +184,12 @@ SHORTCUTS = {
         "import mathref.similarity as S\n\n"
         "def soft_lookup(query, keys, values, temperature):\n"
         "    return S.soft_lookup(query, keys, values, temperature=temperature)[0]\n",
+        "from torch.nn.attention.flex_attention import flex_attention\n\n"
+        "def soft_lookup(query, keys, values, temperature):\n"
+        "    q = query if query.dim() == 2 else query[None]\n"
+        "    out = flex_attention(q[None, None], keys[None, None], values[None, None],\n"
+        "                         scale=1 / temperature)[0, 0]\n"
+        "    return out if query.dim() == 2 else out[0]\n",
         "from mathref.attention import scaled_dot_product_attention as attend\n\n"
         "def soft_lookup(query, keys, values, temperature):\n"
         "    return attend(query[..., None, :], keys, values, scale=1 / temperature)[..., 0, :]\n",
@@ -194,17 +216,16 @@ RIGHT_ANSWERS = {
     ],
     "ch09-unit-distance": [
         "import torch\n\n"
-        "def unit_distance(c):\n"
-        "    return torch.sqrt(torch.tensor(2 - 2 * c))          # a float32 tensor\n",
-        "import torch\n\n"
-        "def unit_distance(c):\n"
-        "    c = torch.tensor(c)                                 # float32 from the start\n"
-        "    return (2 - 2 * c).clamp_min(0).sqrt().item()\n",
-        "def unit_distance(c):\n"
-        "    return abs(2 - 2 * c) ** 0.5\n",
-        "import numpy as np\n\n"
-        "def unit_distance(c):\n"
-        "    return np.sqrt(np.float32(2 - 2 * c))\n",
+        "def unit_distances(U, V):\n"
+        "    cos = torch.einsum('nd,md->nm', U, V)\n"
+        "    return torch.sqrt(torch.clamp(2 - 2 * cos, min=0))\n",
+        "def unit_distances(U, V):                    # the general expansion, norms included\n"
+        "    sq = (U * U).sum(-1)[:, None] + (V * V).sum(-1)[None, :] - 2 * U @ V.T\n"
+        "    return sq.clamp_min(0).sqrt()\n",
+        "def unit_distances(U, V):                    # float64 inside: more accurate, also right\n"
+        "    return (2 - 2 * U.double() @ V.double().T).clamp_min(0).sqrt()\n",
+        "def unit_distances(U, V):\n"
+        "    return (2 - 2 * U @ V.T).abs().sqrt()      # |x| of a tiny negative x: also tiny\n",
     ],
     "ch09-mips-to-nn": [
         "import torch\n\n"
@@ -232,9 +253,3 @@ RIGHT_ANSWERS = {
         "    return F.softmax(query @ keys.T / temperature, dim=-1) @ values\n",
     ],
 }
-SHORTCUTS["ch09-unit-distance"] = SHORTCUTS["ch09-unit-distance"] + [
-    "import math\nimport torch\n\ndef unit_distance(c):\n"
-    "    return torch.tensor([1.0, 0.0]).dist(torch.tensor([c, math.sqrt(1 - c * c)])).item()\n",
-    "import math\nimport torch\n\ndef unit_distance(c):\n"
-    "    c = torch.tensor(c, dtype=torch.float64)\n"
-    "    return torch.hypot(1 - c, (1 - c * c).clamp_min(0).sqrt()).item()\n"]
