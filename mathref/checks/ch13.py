@@ -138,7 +138,8 @@ def _pre_norm_diagnosis(got, x, block):
              "through the norm, x is added as it is"),
         )
     for output, why in mistakes:
-        if got.shape == output.shape and torch.allclose(got, output, rtol=1e-9, atol=1e-9):
+        if got.shape == output.shape and torch.allclose(got.to(output.dtype), output,
+                                                        rtol=1e-9, atol=1e-9):
             return f" ({why})"
     return ""
 
@@ -174,6 +175,9 @@ def check_ch13_pre_norm_block(pre_norm_block):
                "`x.add_(…)`): do not modify `x`, write `x = x + …` to make a new tensor")
         expect(isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(want.shape),
                f"expected a tensor of shape {tuple(want.shape)}")
+        expect(got.dtype == want.dtype, f"your result is {got.dtype}, but `x` and the sub-layers "
+               f"are {want.dtype}: keep the computation in the input's dtype (a cast to a "
+               f"lower precision changes the result)")
         err = (got - want).abs().max().item()
         if err >= 1e-10:
             raise CheckFailure(f"largest difference from the pre-norm block is {err:.3g}"

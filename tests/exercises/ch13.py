@@ -153,6 +153,14 @@ WRONG_ANSWERS["ch13-shift-right"].append(shift_in_place)
 WRONG_ANSWERS["ch13-shift-right"].append(shift_as_float)
 WRONG_ANSWERS["ch13-cross-attention"] += [cross_in_float32, cross_in_float32_cast_back]
 WRONG_ANSWERS["ch13-pre-norm-block"].append(block_in_place)
+
+
+def block_in_float32(x, attn, ffn, norm1, norm2):  # right formula, result cast to float32
+    x = x + attn(norm1(x))
+    return (x + ffn(norm2(x))).float()
+
+
+WRONG_ANSWERS["ch13-pre-norm-block"].append(block_in_float32)
 WRONG_ANSWERS["ch13-swiglu-width"].append(dff_float_ceil)
 
 
@@ -306,5 +314,13 @@ RIGHT_ANSWERS = {
         "    weights = torch.nn.functional.softmax(scores, dim=-1)\n"
         "    out = torch.einsum('bhts,bshk->bthk', weights, v).flatten(-2)\n"
         "    return out @ W_o, weights\n",
+        # mathref.attention's mask helper is allowed: only its attention computations are not
+        "import math\n"
+        "from mathref.attention import to_additive_mask\n\n"
+        "def cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed):\n"
+        + _CROSS_HEADS +
+        "    scores = q @ k.transpose(-1, -2) / math.sqrt(d_k) + to_additive_mask(mask, y.dtype)\n"
+        "    weights = scores.softmax(-1)\n"
+        "    return (weights @ v).transpose(1, 2).reshape(B, T, d) @ W_o, weights\n",
     ],
 }
