@@ -118,8 +118,8 @@ def configure_optimizer(model, lr, weight_decay, betas=(0.9, 0.99), foreach=True
 
     ``optimizer="muon"``: mathref's Muon on the 2-D weight matrices inside the blocks (decayed),
     AdamW on the embeddings and the output head (decayed) and on the 1-D parameters (not). Its
-    Newton–Schulz iteration runs in bfloat16 on a GPU and in float32 on a CPU, where bfloat16
-    matrix products are about ten times slower (chapter 14)."""
+    Newton–Schulz iteration runs in bfloat16 on a GPU and in float32 on any CPU, for portability:
+    a CPU without bfloat16 instructions emulates those products (chapter 14.4)."""
     if optimizer == "adamw":
         return AdamW(decay_param_groups(model, weight_decay), lr=lr, betas=betas,
                      weight_decay=weight_decay, foreach=foreach)

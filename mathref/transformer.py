@@ -41,8 +41,8 @@ ACTIVATIONS = {
     "relu2": mnn.relu2,                                      # squared ReLU
     "silu": mnn.silu,
 }
-# PyTorch's fused kernels for the same functions (equal to float64 rounding, several times
-# faster): the default of FeedForward, so that the GPT of chapter 14 trains at full speed.
+# PyTorch's built-in kernels for the same functions (equal to float64 rounding, one operation
+# instead of several): the default of FeedForward, so that the GPT of chapter 14 trains at full speed.
 FUSED_ACTIVATIONS = {
     "relu": F.relu,
     "gelu": F.gelu,
