@@ -44,6 +44,11 @@ from mathref.gpt import GPT, GPTConfig  # noqa: E402
 from mathref.train import TrainConfig, estimate_loss, train  # noqa: E402
 
 LONG_TARGET = 1.70   # (c)'s goal on the CPU, within (a)'s training time
+# (b)'s model and schedule on the CPU; (c) and (b32) change only what their names say
+CPU_MODERN = dict(style="modern", n_layer=4, n_head=4, d_model=128, block_size=64, dropout=0.0)
+CPU_BEST = dict(optimizer="muon", max_steps=200, batch_size=32, block_size=64, lr=6e-3, min_lr=6e-4,
+                warmup_steps=50, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0,
+                eval_interval=10, cpu_bf16=True)
 RECIPES = {
     "cpu": {
         "target": 1.88,
@@ -53,21 +58,12 @@ RECIPES = {
               dict(max_steps=2000, batch_size=12, block_size=64, lr=1e-3, min_lr=1e-4,
                    warmup_steps=100, betas=(0.9, 0.99), weight_decay=0.1, grad_clip=1.0)),
         "b": ("course best: modern style, Muon on the blocks' matrices, batch 32, bf16 autocast",
-              dict(style="modern", n_layer=4, n_head=4, d_model=128, block_size=64, dropout=0.0),
-              dict(optimizer="muon", max_steps=200, batch_size=32, block_size=64, lr=6e-3,
-                   min_lr=6e-4, warmup_steps=50, betas=(0.9, 0.95), weight_decay=0.1,
-                   grad_clip=1.0, eval_interval=10, cpu_bf16=True)),
+              CPU_MODERN, CPU_BEST),
         "c": ("course, longer: (b)'s configuration over a 480-step schedule",
-              dict(style="modern", n_layer=4, n_head=4, d_model=128, block_size=64, dropout=0.0),
-              dict(optimizer="muon", max_steps=480, batch_size=32, block_size=64, lr=6e-3,
-                   min_lr=6e-4, warmup_steps=50, betas=(0.9, 0.95), weight_decay=0.1,
-                   grad_clip=1.0, eval_interval=40, cpu_bf16=True)),
+              CPU_MODERN, dict(CPU_BEST, max_steps=480, eval_interval=40)),
         "b32": ("(b) in float32 (SDPA's default flash kernel, the faster one in float32): what "
                 "bf16 autocast buys, side by side",
-                dict(style="modern", n_layer=4, n_head=4, d_model=128, block_size=64, dropout=0.0),
-                dict(optimizer="muon", max_steps=200, batch_size=32, block_size=64, lr=6e-3,
-                     min_lr=6e-4, warmup_steps=50, betas=(0.9, 0.95), weight_decay=0.1,
-                     grad_clip=1.0, eval_interval=10)),
+                CPU_MODERN, dict(CPU_BEST, cpu_bf16=False)),
     },
     "cuda": {
         "target": 1.47,
