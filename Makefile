@@ -33,7 +33,7 @@ export ACTIONLINT
 NBVAL := $(PY) -m pytest -p tests.nbval_conftest --nbval --nbval-current-env \
          --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 600 -q
 
-.PHONY: venv nbgrader-venv book browser browser-check test unit nbval nbval-perturbed perturbed-env times outputs \
+.PHONY: venv nbgrader-venv book browser browser-check test unit nbval nbval-perturbed perturbed-env times outputs seeds \
         student grade bench mutants clean canary canary-floor pdf pdf-only lint-workflows release release-check
 
 # Browser-side assets, so the built book reads offline: MathJax 3 (equations) and the
@@ -191,16 +191,33 @@ perturbed-env:
 nbval-perturbed: venv
 	$(PERTURBED) NBVAL_BUDGET_FACTOR=$(PERTURBED_BUDGET_FACTOR) $(NBVAL) $(NBVAL_JOBS) $(ORDERED_NB)
 
+# The seed sweep: every notebook (or NB=...) executed with every seed shifted by each offset in
+# SEED_OFFSETS (mathref.device.seeded: each seed a notebook sets passes through it). Outputs are not
+# compared (nbval's lax mode: they change with the seeds); every cell must run and every assert
+# must hold, so a claim true on the printed seed only fails here. make test runs offset 1.
+SEED_OFFSETS ?= 1 2
+SEEDS_NBVAL := $(PY) -m pytest -p tests.nbval_conftest --nbval-lax --nbval-current-env \
+               --nbval-cell-timeout 600 -q -p no:cacheprovider
+seeds: venv
+	@mkdir -p _build; for offset in $(SEED_OFFSETS); do \
+	  echo "--- seed sweep: MATHREF_SEED_OFFSET=$$offset ---"; \
+	  MATHREF_SEED_OFFSET=$$offset NBVAL_TIMES_FILE=_build/notebook_times_seeds_$$offset.txt \
+	    $(SEEDS_NBVAL) $(NBVAL_JOBS) $(ORDERED_NB) || exit 1; \
+	done
+
 times:
 	@cat _build/notebook_times.txt 2>/dev/null || echo "no notebook times yet (run make nbval)"
 	@if [ -f _build/notebook_times_perturbed.txt ]; then \
 	  echo; echo "Perturbed environment ($(PERTURBED)):"; cat _build/notebook_times_perturbed.txt; fi
+	@for f in _build/notebook_times_seeds_*.txt; do [ -f "$$f" ] || continue; \
+	  echo; echo "Seed sweep, offset $$(basename $$f .txt | sed 's/.*_//') (outputs not compared):"; cat "$$f"; done
 
 # mathref unit tests, checker, structure and student tests; every notebook under nbval; then
 # the same in the perturbed numeric environment, while beside it, on the core the perturbed pass
 # leaves idle as chapter 14 trains, the warning-free book is built (niced), checked in the
 # browser (mostly waiting: 47 s of CPU in 187 s) and the unit tests run on the floor torch
-# (niced); then the per-notebook time tables of both nbval passes and the total.
+# (niced); then the seed sweep at offset 1 (every assert on other seeds); then the per-notebook
+# time tables of the three notebook passes and the total.
 test: venv browser-check
 	@start=$$(date +%s); mkdir -p _build; rm -f _build/notebook_times*.txt; \
 	$(MAKE) --no-print-directory unit && \
@@ -215,7 +232,8 @@ test: venv browser-check
 	  wait $$beside; beside_status=$$?; \
 	  echo; echo "--- beside the perturbed pass: make book, make pdf-only, make browser, make canary-floor ---"; \
 	  cat _build/beside_perturbed.log; \
-	  [ $$perturbed -eq 0 ] && [ $$beside_status -eq 0 ]; }; status=$$?; \
+	  [ $$perturbed -eq 0 ] && [ $$beside_status -eq 0 ]; } && \
+	$(MAKE) --no-print-directory seeds SEED_OFFSETS=1; status=$$?; \
 	mv _build/notebook_times_normal.txt _build/notebook_times.txt 2>/dev/null; \
 	echo; $(MAKE) --no-print-directory times; \
 	if [ "$(BROWSER)" = skip ]; then echo; echo "$(BROWSER_SKIPPED)"; echo; fi; \

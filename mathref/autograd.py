@@ -340,7 +340,8 @@ class MLP:
     """
 
     def __init__(self, n_in, n_outs, seed=0):
-        rng = random.Random(seed)
+        from mathref.device import seeded  # the seed sweep's offset (make seeds)
+        rng = random.Random(seeded(seed))
         sizes = [n_in] + list(n_outs)
         self.layers = [Layer(sizes[i], sizes[i + 1], nonlin=i < len(n_outs) - 1, rng=rng)
                        for i in range(len(n_outs))]

@@ -32,7 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from mathref.data import get_batch
-from mathref.device import autocast_dtype
+from mathref.device import autocast_dtype, seeded
 from mathref.optim import AdamW, Muon, clip_grad_norm_, decay_param_groups, warmup_cosine
 from mathref._validation import (check_choice, check_int, check_number, check_tensor,
                                 check_token_ids, resolve_device)
@@ -160,7 +160,7 @@ def estimate_loss(model, data, cfg, device, batches=None):
     call: a fixed seed), in eval mode without gradients."""
     was_training = model.training
     model.eval()
-    generator = torch.Generator().manual_seed(cfg.eval_seed)
+    generator = torch.Generator().manual_seed(seeded(cfg.eval_seed))
     losses = []
     for _ in range(batches or cfg.eval_batches):
         x, y = get_batch(data, cfg.eval_batch_size or cfg.batch_size, cfg.block_size, generator, device)
@@ -329,7 +329,7 @@ def train(model, train_data, val_data, cfg, device=None, resume_from=None,
     optimizer = configure_optimizer(model, cfg.lr, cfg.weight_decay, cfg.betas,
                                     optimizer=cfg.optimizer)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.autocast and autocast_dtype(device) == torch.float16)
-    generator = torch.Generator().manual_seed(cfg.seed)
+    generator = torch.Generator().manual_seed(seeded(cfg.seed))
     history = {"step": [], "train_loss": [], "lr": [], "eval_step": [], "val_loss": [],
                "seconds": []}
     start_step = 0

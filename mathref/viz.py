@@ -8,6 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from mathref.device import seeded
+
 __all__ = ["use_course_style", "new_axes", "plot_descent_1d", "plot_learning_rate",
            "learning_rate_grid", "plot_contour_paths", "plot_softmax_temperature",
            "softmax_temperature_grid", "plot_decision_regions", "plot_activation",
@@ -292,7 +294,7 @@ def plot_init_depth(scale, depth=50, width=256, batch=256, activation="relu", ax
     if activation not in acts:
         raise ValueError(f"activation must be one of {sorted(acts)}, got {activation!r}")
     gain2 = 2.0 if activation == "relu" else 1.0
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seeded(seed))
     h = torch.randn(batch, width, generator=gen)
     stds = []
     for _ in range(depth):
