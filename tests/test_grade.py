@@ -480,12 +480,12 @@ NAN = '''def pre_norm_block(x, attn, ffn, norm1, norm2):
 '''
 
 
-def test_the_module_escape_and_a_nan_answer_get_no_credit(tmp_path):
-    """Issue 33, findings 1 and 8, through the CLI on ch13-pre-norm-block (four modules passed
-    to the solution): the proof-of-concept escape is refused before it runs, and the modules
-    it was after are rebuilt in the worker anyway (tests/test_grade_boundary.py); an answer of
-    NaNs fails (that needs ch13's checker to test ``not err < 1e-10``)."""
+@pytest.fixture(scope="module")
+def ch13_attacks(tmp_path_factory):
+    """One CLI run on chapter 13 (ch13-pre-norm-block passes four modules to the solution):
+    the escape of issue 33's finding 1 and an answer of NaNs (finding 8). (rows, report)."""
     from tests.notebooks import solution_cell
+    tmp_path = tmp_path_factory.mktemp("ch13")
     source = read(ROOT / "notebooks" / "13_transformer.ipynb")
     folder = tmp_path / "subs"
     folder.mkdir()
@@ -503,12 +503,26 @@ def test_the_module_escape_and_a_nan_answer_get_no_credit(tmp_path):
     with open(out, newline="", encoding="utf-8") as f:
         rows = {r["student"]: r for r in csv.DictReader(f)}
     others = [label for label in exercise_labels(source) if label != "ch13-pre-norm-block"]
-    assert rows["escape"]["ch13-pre-norm-block"] == "fail", run.stdout
-    assert "refused before running: line 4: attribute `.gi_frame`" in run.stdout, run.stdout
-    assert not Path("/tmp/mathref-pwned").exists()
-    assert rows["nan"]["ch13-pre-norm-block"] == "fail", run.stdout
     for row in rows.values():          # the other exercises are graded as usual
         assert all(row[label] == "pass" for label in others), run.stdout
+    return rows, run.stdout
+
+
+def test_the_escape_through_the_modules_gets_no_credit_and_runs_nothing(ch13_attacks):
+    """Finding 1 through the CLI: the proof-of-concept is refused before it runs (and the
+    modules it was after are copies rebuilt in the worker: tests/test_grade_boundary.py);
+    nothing was written by the grader's side."""
+    rows, report = ch13_attacks
+    assert rows["escape"]["ch13-pre-norm-block"] == "fail", report
+    assert "refused before running: line 4: attribute `.gi_frame`" in report, report
+    assert not Path("/tmp/mathref-pwned").exists()
+
+
+def test_an_answer_of_nans_fails_the_pre_norm_block(ch13_attacks):
+    """Finding 8: NaN compares False with everything, so ``if err >= 1e-10: fail`` lets it
+    pass; the checker must test ``if not err < 1e-10`` (mathref/checks/ch13.py)."""
+    rows, report = ch13_attacks
+    assert rows["nan"]["ch13-pre-norm-block"] == "fail", report
 
 
 HOG = '''import subprocess, sys

@@ -207,3 +207,17 @@ def test_the_student_snapshot_has_no_checkers(tmp_path):
     finally:
         session.close()
         other.close()
+
+
+def test_the_worker_cannot_put_its_objects_into_the_checkers_arguments():
+    """In-place changes come back as data only: a handle never replaces one of the checker's
+    values (it could answer every later question as it likes)."""
+    handle = rpc.Handle(None, 1, "float", "")
+    xs = [1.0, 2.0, [3.0]]
+    rpc.write_back(xs, [handle, 2.0, [3.0]])
+    assert xs == [1.0, 2.0, [3.0]]
+    rpc.write_back(xs, [1.0, 5.0, [4.0]])
+    assert xs == [1.0, 5.0, [4.0]]
+    t = torch.zeros(3)
+    rpc.write_back(t, torch.ones(3))
+    assert torch.equal(t, torch.ones(3))

@@ -578,8 +578,23 @@ def _filled(cell):
     return True
 
 
+def _plain(value, depth=0):
+    """Whether ``value`` is data only (no handle, no object): what may be written back."""
+    if value is None or type(value) in (bool, int, float, complex, str) \
+            or isinstance(value, torch.Tensor):
+        return True
+    if depth < MAX_DEPTH and type(value) in (list, tuple):
+        return all(_plain(v, depth + 1) for v in value)
+    if depth < MAX_DEPTH and type(value) is dict:
+        return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
 def write_back(old, new):
-    """Copy the other side's in-place changes of an argument into the local original."""
+    """Copy the other side's in-place changes of an argument into the local original: data
+    only (a handle never replaces a value of the checker's)."""
+    if not _plain(new):
+        return
     try:
         if isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor):
             if old.shape == new.shape and old.dtype == new.dtype:
