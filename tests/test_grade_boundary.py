@@ -221,3 +221,17 @@ def test_the_worker_cannot_put_its_objects_into_the_checkers_arguments():
     t = torch.zeros(3)
     rpc.write_back(t, torch.ones(3))
     assert torch.equal(t, torch.ones(3))
+
+
+def test_the_worker_cannot_be_traced_by_what_the_student_starts():
+    """Defence in depth behind the policy: the worker makes itself non-dumpable before any
+    student code runs, so a process of the same user in the sandbox cannot ptrace it or write
+    its memory through /proc/PID/mem."""
+    import subprocess
+    import sys
+    probe = ("import ctypes\nfrom mathref.grade.worker import _not_dumpable\n"
+             "libc = ctypes.CDLL(None)\nbefore = libc.prctl(3, 0, 0, 0, 0)\n"
+             "_not_dumpable()\nprint(before, libc.prctl(3, 0, 0, 0, 0))\n")   # PR_GET_DUMPABLE
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120, check=True, env=dict(os.environ))
+    assert run.stdout.split() == ["1", "0"], run.stdout

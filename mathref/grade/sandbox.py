@@ -123,7 +123,7 @@ def _inside(path, folders):
 def _bwrap_argv(readable, disk, drop_root=None):
     """bwrap's arguments: an empty root with only the system's files, the interpreter, the
     data and ``readable`` bound in, read-only; a private ``/tmp`` and work folder (``WORK``),
-    tmpfs of ``disk`` bytes each. ``drop_root``: bubblewrap runs as root, so no user namespace
+    tmpfs of ``disk`` bytes each (and ``/dev/shm``). ``drop_root``: bubblewrap runs as root, so no user namespace
     is made, and CAP_SETUID/CAP_SETGID are kept for the launcher, which gives them up before
     it runs anything."""
     drop_root = os.geteuid() == 0 if drop_root is None else drop_root
@@ -139,7 +139,7 @@ def _bwrap_argv(readable, disk, drop_root=None):
         elif os.path.exists(path):
             argv += ["--ro-bind", path, path]
     argv += ["--dev", "/dev", "--proc", "/proc"]
-    for folder in ("/tmp", WORK):
+    for folder in ("/tmp", "/dev/shm", WORK):
         argv += ["--perms", "1777", "--size", str(int(disk)), "--tmpfs", folder]
     bound = [p for p in _SYSTEM if os.path.isdir(p) and not os.path.islink(p)]
     made = set()

@@ -68,9 +68,20 @@ def _apply_context(endpoint, context):
         pass
 
 
+def _not_dumpable():
+    """No other process of the sandbox (one the student's code might start) may trace this
+    one or write its memory: prctl(PR_SET_DUMPABLE, 0), before any student code runs."""
+    import ctypes
+    import ctypes.util
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:     # PR_SET_DUMPABLE = 4
+        raise SystemExit("worker: could not make itself non-dumpable")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     rfd, wfd = int(argv[0]), int(argv[1])
+    _not_dumpable()
     endpoint = WorkerEndpoint(rfd, wfd, trusted=False)
     endpoint.context_in = lambda context: _apply_context(endpoint, context)
     endpoint.context_out = lambda: {"rng": torch.get_rng_state(),
