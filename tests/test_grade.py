@@ -430,8 +430,9 @@ def test_an_all_shortcuts_notebook_scores_zero_and_the_reference_full_marks(tmp_
         assert rows["shortcuts"][label] == "fail", (label, run.stdout)
     refusals = [line for line in _section(run.stdout, "shortcuts")
                 if line.startswith("  ch") and ": fail: " in line]
-    assert len(refusals) == len(labels) and all(
-        any(r in line for r in REFUSALS) for line in refusals), run.stdout
+    assert len(refusals) == len(labels) and all(   # refused when called, or before running
+        any(r in line for r in REFUSALS) or "refused before running" in line
+        for line in refusals), run.stdout
     # issue 33, finding 2: the line that switched the worker's rules off is refused first
     assert rows["patched"]["score"] == "0", run.stdout
     assert sum("fail: refused before running: line 1: " in line

@@ -141,6 +141,7 @@ REFUSED = [
     ("setattr(torch.linalg, 'svd', None)", "changing `torch`"),
     ("from torch.overrides import TorchFunctionMode", "overrides"),
     ("import mathref.checks.core", "checks"),
+    ("checks.core.CHECKS.clear()", "the checkers"),
     ("from mathref.grade import worker", "grade"),
     ("n = '__globals__'", "dunder"),
     ("p = open('/etc/passwd').read()", "open"),

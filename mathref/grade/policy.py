@@ -129,6 +129,9 @@ def check(source, modules=()):
                 continue        # checked at the call, below
             if node.id in DENIED_BUILTINS:
                 raise Refused(line, f"`{node.id}` is not available to a solution")
+            if node.id in ("checks", "grade"):
+                raise Refused(line, f"`{node.id}` (the checkers, the grader) is not available "
+                                    f"to a solution")
             if node.id in DENIED_MODULES and node.id in modules:
                 raise Refused(line, f"the module `{node.id}` is not available to a solution")
             if node.id.startswith("__") and node.id.endswith("__") and \
