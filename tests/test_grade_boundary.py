@@ -137,8 +137,11 @@ REFUSED = [
     ("import torch.multiprocessing", "multiprocessing"),
     ("m = torch.sys.modules", "sys"),
     ("t = torch.load('table.pt', weights_only=False)", "load"),
-    ("torch.optim.Adam.step = None", "changing `torch`"),
-    ("setattr(torch.linalg, 'svd', None)", "changing `torch`"),
+    ("torch.optim.Adam.step = None", "`self` only"),
+    ("opt = torch.optim\nopt.Adam = None", "`self` only"),                   # through an alias
+    ("def f(m):\n    m.svd = None\nf(torch.linalg)", "`self` only"),       # through a call
+    ("setattr(torch.linalg, 'svd', None)", "other than `self`"),
+    ("del torch.Tensor.backward", "`self` only"),
     ("from torch.overrides import TorchFunctionMode", "overrides"),
     ("import mathref.checks.core", "checks"),
     ("checks.core.CHECKS.clear()", "the checkers"),
@@ -154,6 +157,12 @@ def test_the_policy_refuses_what_no_honest_solution_needs(source, why):
         policy.check("import torch\n" + source, modules={"torch", "sys", "math"})
     assert why in str(refused.value), str(refused.value)
     assert refused.value.line >= 2      # the line of the cell (after the added import)
+
+
+def test_the_policy_lets_an_honest_class_set_its_own_attributes():
+    policy.check("import torch\nclass Adam:\n    def __init__(self, lr):\n        self.lr = lr\n"
+                 "        setattr(self, 'state', {})\n    def step(self):\n        self.t += 1\n"
+                 "        super().__init__()\n", modules={"torch"})
 
 
 def test_every_reference_solution_passes_the_policy():

@@ -6,8 +6,9 @@ process, where the code runs; a process can undo what runs inside it, so this pa
 trusted side, removes the ways to reach that machinery: the interpreter's internals (dunder
 attributes, frames, ``sys``, ``gc``, ``inspect``, ``ctypes``, ``importlib``), running new code
 (``exec``, ``eval``, ``compile``, ``__import__``, loading pickles or compiled extensions),
-attribute access by a computed name, threads and processes, changing a library module's
-attributes, and imports outside :data:`IMPORTS`. It is a small allowlist over the syntax of
+attribute access by a computed name, threads and processes, setting attributes of anything but
+``self`` (a library's functions and classes are not the solution's to change), and imports
+outside :data:`IMPORTS`. It is a small allowlist over the syntax of
 Python, not a sandbox: the sandbox is :mod:`mathref.grade.sandbox`.
 """
 import ast
@@ -74,6 +75,11 @@ def _module_problem(module):
     return None
 
 
+def _on_self(node):
+    """``self.name``: the one attribute target a solution may assign or delete."""
+    return isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
 def _root(node):
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.func if isinstance(node, ast.Call) else node.value
@@ -96,8 +102,8 @@ def imported_names(source):
 
 def check(source, modules=()):
     """Raise :class:`Refused` at the first construct of ``source`` a solution may not use.
-    ``modules``: names the setup cell binds by importing; with the cell's own imports, their
-    attributes may be read but not assigned or deleted. A syntax error is left to Python (the
+    ``modules``: names the setup cell binds by importing (``sys`` there is still refused
+    here). A syntax error is left to Python (the
     worker reports it as the cell's error)."""
     try:
         tree = ast.parse(source)
@@ -142,9 +148,10 @@ def check(source, modules=()):
             problem = _attribute_problem(node.attr)
             if problem:
                 raise Refused(line, f"attribute `.{node.attr}`: {problem}")
-            if isinstance(node.ctx, (ast.Store, ast.Del)) and _root(node) in modules:
-                raise Refused(line, f"changing `{_root(node)}`'s attributes (a library module "
-                                    f"or what it holds) is not available to a solution")
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and not _on_self(node):
+                raise Refused(line, f"assigning or deleting `{ast.unparse(node)}`: a solution "
+                                    f"may set attributes of `self` only (a library's are not "
+                                    f"its to change)")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                 and node.func.id in _CALLED_BY_CONSTANT:
             name = node.args[1] if len(node.args) > 1 else None
@@ -154,8 +161,9 @@ def check(source, modules=()):
             problem = _attribute_problem(name.value)
             if problem:
                 raise Refused(line, f"`{node.func.id}(…, {name.value!r})`: {problem}")
-            if node.func.id != "getattr" and _root(node.args[0]) in modules:
-                raise Refused(line, f"changing `{_root(node.args[0])}`'s attributes is not "
+            if node.func.id != "getattr" and not (
+                    isinstance(node.args[0], ast.Name) and node.args[0].id == "self"):
+                raise Refused(line, f"`{node.func.id}` on something other than `self` is not "
                                     f"available to a solution")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and _DUNDER_TEXT.search(node.value):
