@@ -1,8 +1,9 @@
-"""Grading the submissions: each is copied to a private folder, executed in the sandbox for
-the record (:mod:`mathref.grade.record`), and verified exercise by exercise by the trusted
-verifier (:mod:`mathref.grade.verify`), which runs the checkers and calls the student's
-functions in a sandboxed worker (:mod:`mathref.grade.worker`). :func:`grade_folder` does this
-for a whole folder, several at a time."""
+"""Grading the submissions: each is executed in the sandbox for the record
+(:mod:`mathref.grade.record`), its solution cells are read on the trusted side
+(:mod:`mathref.grade.policy`), and its exercises are verified one by one by the trusted
+verifier (:mod:`mathref.grade.verify`), which runs the checkers in a sandbox of its own and
+calls the student's functions in another, the worker (:mod:`mathref.grade.worker`), through two
+pipes. :func:`grade_folder` does this for a whole folder, several at a time."""
 import hashlib
 import json
 import os
