@@ -3,7 +3,12 @@
 The submissions are built here, from the grader's self-test assignment
 (:mod:`mathref.grade.selftest`, three small exercises) and, for one test, from chapter 1's
 notebook (its reference solutions and its student version), so nothing depends on a chapter's
-exact exercises. ``tests/grade_hostile.py`` makes one submission per cheat and attack of issue 15.
+exact exercises. ``tests/grade_hostile.py`` makes one submission per cheat and attack of issues
+15 and 33; issue 33's findings are tested here through the CLI (the escape through ch13's
+modules and its NaN answer, the memory and disk totals, the worker patch in every all-shortcuts
+chapter, the frame read, lookup table, traversal names and file-system read in the hostile
+folder) and piece by piece in tests/test_grade_boundary.py (the channel, the decoding budget,
+the policy).
 """
 import csv
 import hashlib

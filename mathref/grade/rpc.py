@@ -21,8 +21,9 @@ The two ends are not alike, because only one of them is trusted:
   decoded once, at most :data:`MAX_ITEMS` values and :data:`MAX_TOTAL_ELEMENTS` tensor
   elements per message.
 
-A call may call back into the caller before its reply arrives (the worker calling one of its
-own objects through the grader is not needed: the worker has the rebuilt object itself).
+While the grader waits for a reply, the worker may only reply: a request from it ends the
+exchange (:class:`ChannelClosed`). The worker, waiting for the grader, answers the grader's
+requests about its objects as they come.
 """
 import builtins
 import collections

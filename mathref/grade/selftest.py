@@ -7,7 +7,7 @@ imports this module next to :mod:`mathref.checks`):
 - ``selftest-square``: ``square(x)`` on numbers and tensors drawn from the ``generator`` the
   grader passes (fresh inputs each run);
 - ``selftest-descent``: ``descend(df, x0, lr, steps)``, which calls back a function the checker
-  passes (the channel's callbacks);
+  passes (sent as its code and rebuilt in the worker: the grader serves no calls);
 - ``selftest-grad``: ``grad_of_sum_of_squares(x)`` = 2x *without autograd* (the worker applies
   :func:`mathref.checks.core.without_autograd`).
 """
