@@ -1,7 +1,7 @@
 """A folder of hostile and broken submissions for the grader (tests/test_grade.py uses it; run
 ``python -m tests.grade_hostile FOLDER [NOTEBOOK]`` to make one for a chapter's notebook).
 
-Every cheat and attack of issue 15 is one submission, made from an assignment's student
+Every cheat and attack of issues 15 and 33 is one submission, made from an assignment's student
 notebook; ``EXPECTED`` says what an honest grader must give each one.
 """
 import re
@@ -55,10 +55,12 @@ def _edit(nb, predicate, new_source, **metadata):
     raise LookupError("no such cell")
 
 
-def make_hostile_folder(folder, source_nb, outputs=(), repos=()):
+def make_hostile_folder(folder, source_nb, outputs=(), repos=(), readable=(), lookup=None):
     """Write the submissions into ``folder``; return (student notebook, target label).
     ``outputs``: files the "lurker" tries to overwrite later; ``repos``: checkouts whose
-    mathref/checks the "implant" tries to append to (besides the mathref it imports)."""
+    mathref/checks the "implant" tries to append to (besides the mathref it imports);
+    ``readable``: folders the "reader" tries to read (the course's notebooks, other runs'
+    outputs); ``lookup``: the table of answers the "lookup" submission returns from."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     student = make_student_notebook(source_nb)
@@ -146,12 +148,43 @@ def make_hostile_folder(folder, source_nb, outputs=(), repos=()):
             "    except OSError:\n        pass\n"),
         "looper": with_solution(f"def {function}(*args, **kwargs):\n    while True:\n"
                                 "        pass\n"),
+        # issue 33: the trusted side holds
+        "escaper": with_solution(    # reach the grader's builtins through a generator's frame
+            f"def {function}(*args, **kwargs):\n    g = (v for v in [1])\n"
+            "    run = g.gi_frame.f_builtins['exec']\n"
+            f"    run('import os; os.system(\"touch {subs}/pwned\")')\n    return 0\n"),
+        "framereader": with_solution(    # read the checker's expected value from its frame
+            f"import sys\ndef {function}(*args, **kwargs):\n"
+            "    return sys._getframe(2).f_locals.get('want')\n"),
+        "workerpatch": with_solution(    # switch the worker's rules off
+            "import sys\n"
+            "sys.modules['__main__'].WorkerEndpoint.call_local = lambda self, t, a, k: t(*a, **k)\n"
+            + solutions[target]),
+        "dunder": with_solution(         # the same through dunders and a computed name
+            f"def {function}(x):\n    cls = x.__class__.__mro__[-1]\n"
+            "    return getattr(cls, '__sub' + 'classes__')() and x * x\n"),
+        "lookup": with_solution(         # answers recorded offline for the fixed inputs
+            "import torch\nTABLE = " + repr(lookup or {}) + "\n"
+            f"def {function}(x):\n    if isinstance(x, torch.Tensor):\n"
+            "        return torch.tensor(TABLE[tuple(x.tolist())], dtype=torch.float64)\n"
+            "    return TABLE[x]\n"),
+        "reader": with_solution(         # read the reference solutions and the others' work
+            "import glob, json\nseen = []\n"
+            f"for pattern in {[str(p) + '/*' for p in readable]!r}:\n"
+            "    for p in glob.glob(pattern):\n        try:\n"
+            "            seen.append((p, len(open(p).read())))\n"
+            "        except OSError:\n            pass\n"
+            "print('SEEN', json.dumps(seen))\n"
+            f"def {function}(*args, **kwargs):\n    return len(seen)\n"),
         # names
         '=HYPERLINK(\"x.example\",\"y\")': solved,
         "new\nline: 3 of 3": student,
         "esc\x1b[31mred": student,
         "zoe": student,
         "\uff5a\uff4f\uff45": solved,   # "ｚｏｅ": the same name after NFKC
+        # names that become paths after NFKC (．．／ is ../): skipped, nothing written there
+        "\uff0e\uff0e\uff0f\uff0e\uff0e\uff0f" + folder.name + "\uff0fada": solved,
+        "".join("\uff0f" if ch == "/" else ch for ch in subs) + "\uff0fben": solved,
     }
     for name, nb in cases.items():
         nbformat.write(nb, folder / f"{name}.ipynb")

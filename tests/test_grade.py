@@ -3,12 +3,19 @@
 The submissions are built here, from the grader's self-test assignment
 (:mod:`mathref.grade.selftest`, three small exercises) and, for one test, from chapter 1's
 notebook (its reference solutions and its student version), so nothing depends on a chapter's
-exact exercises. ``tests/grade_hostile.py`` makes one submission per cheat and attack of issue 15.
+exact exercises. ``tests/grade_hostile.py`` makes one submission per cheat and attack of issues
+15 and 33; issue 33's findings are tested here through the CLI (the escape through ch13's
+modules and its NaN answer, the memory and disk totals, the worker patch in every all-shortcuts
+chapter, the frame read, lookup table, traversal names and file-system read in the hostile
+folder) and piece by piece in tests/test_grade_boundary.py (the channel, the decoding budget,
+the policy).
 """
 import csv
 import hashlib
 import json
 import os
+import re
+import stat
 import subprocess
 import sys
 import time
@@ -47,59 +54,98 @@ ALL = ["pass"] * 3
 NONE = ["not attempted"] * 3
 INVALID = ["not run"] * 3
 REST = ["not attempted"] * 2
+REFUSED = ["fail"] + REST    # refused before running (tests/test_grade_policy.py), or wrong
 EXPECTED = {   # student: (status, score, verdicts of selftest-square, -descent, -grad)
-    "'=HYPERLINK(\"x.example\",\"y\")": ("not executed", 3, ALL),   # a formula neutralised
-    "ada": ("not executed", 3, ALL),
-    "ben": ("not executed", 0, NONE),
+    "'=HYPERLINK(\"x.example\",\"y\")": ("ok", 3, ALL),   # a formula neutralised
+    "ada": ("ok", 3, ALL),
+    "ben": ("ok", 0, NONE),
     "binary": ("invalid notebook", 0, INVALID),
-    "copier": ("not executed", 0, ["error"] + REST),       # cannot see the others' files
+    "copier": ("ok", 0, REFUSED),           # cannot see the others' files
     "deep": ("invalid notebook", 0, INVALID),               # 100,000 "[": no crash
+    "dunder": ("ok", 0, REFUSED),           # issue 33: dunders, computed getattr
     "empty": ("invalid notebook", 0, INVALID),
-    "envreader": ("not executed", 0, ["fail"] + REST),      # "no secret seen"
-    "esc?[31mred": ("not executed", 0, NONE),               # escape code shown as ?
-    "implant": ("not executed", 0, ["fail"] + REST),        # checkers read-only
-    "inventor": ("not executed", 0, NONE),                  # ch99-bonus counts for nothing
-    "kbint": ("not executed", 0, ["fail"] + REST),          # printed line + KeyboardInterrupt
-    "killer": ("not executed", 0, ["error"] + REST),        # the run goes on
-    "looper": ("not executed", 0, ["timeout"] + REST),
-    "lurker": ("not executed", 0, ["fail"] + REST),         # its background job dies with it
-    "new?line: 3 of 3": ("not executed", 0, NONE),          # no forged report line
+    "envreader": ("ok", 0, REFUSED),        # "no secret seen"
+    "escaper": ("ok", 0, REFUSED),          # issue 33, finding 1: a frame's builtins
+    "esc?[31mred": ("ok", 0, NONE),                         # escape code shown as ?
+    "framereader": ("ok", 0, REFUSED),      # issue 33, finding 1: the checker's frame
+    "implant": ("ok", 0, REFUSED),          # checkers read-only
+    "inventor": ("ok", 0, NONE),                            # ch99-bonus counts for nothing
+    "kbint": ("ok", 0, ["fail"] + REST),    # printed line + KeyboardInterrupt
+    "killer": ("kernel died", 0, REFUSED),  # the run goes on
+    "lookup": ("ok", 0, ["fail"] + REST),   # issue 33, finding 3: fresh inputs each run
+    "looper": ("ok", 0, ["timeout"] + REST),
+    "lurker": ("ok", 0, REFUSED),           # its background job dies with it
+    "new?line: 3 of 3": ("ok", 0, NONE),                    # no forged report line
     "notnb": ("invalid notebook", 0, INVALID),
-    "patcher": ("not executed", 0, ["fail"] + REST),        # no-op expect, replaced checker
-    "printer": ("not executed", 0, NONE),                   # printed "passed" line
-    "skiptag": ("not executed", 0, NONE),                   # skip-execution + stored output
+    "patcher": ("ok", 0, REFUSED),          # no-op expect, replaced checker
+    "printer": ("ok", 0, NONE),                             # printed "passed" line
+    "reader": ("ok", 0, REFUSED),           # issue 33, finding 5: nothing to read
+    "skiptag": ("ok", 0, NONE),                             # skip-execution + stored output
     "trunc": ("invalid notebook", 0, INVALID),
-    "tryexcept": ("not executed", 0, NONE),                 # try/except around the check
-    "vandal": ("not executed", 0, ["error"] + REST),        # cannot touch the others' files
+    "tryexcept": ("ok", 0, NONE),                           # try/except around the check
+    "vandal": ("ok", 0, REFUSED),           # cannot touch the others' files
+    "workerpatch": ("ok", 0, REFUSED),      # issue 33, finding 2: the rules stay on
     # zoe.ipynb and ｚｏｅ.ipynb are one name after NFKC: both graded, both flagged
-    "zoe": ("not executed", 0, NONE),
-    "zoe [name clash: \uff5a\uff4f\uff45.ipynb]": ("not executed", 3, ALL),
+    "zoe": ("ok", 0, NONE),
+    "zoe [name clash: \uff5a\uff4f\uff45.ipynb]": ("ok", 3, ALL),
 }
 
 
+def _lookup_table():
+    """The answers to selftest-square's inputs when its generator is the fixed default: what a
+    submission could record offline and hand in as a table."""
+    from mathref.grade.selftest import CHECKS
+    table = {}
+
+    def record(x):
+        key = tuple(x.tolist()) if isinstance(x, torch.Tensor) else x
+        table[key] = (x * x).tolist() if isinstance(x, torch.Tensor) else x * x
+        return x * x
+    CHECKS["selftest-square"](record)
+    return table
+
+
 def test_every_cheat_and_attack_fails_and_harms_no_one(tmp_path):
-    """The whole CLI (main: grade_folder, then write_csv and format_report) on a hostile folder."""
+    """The whole CLI (main: grade_folder, then write_csv and format_report) on a hostile folder,
+    each submission also executed for the record (where its code runs unread by the policy, in
+    the sandbox only)."""
     from mathref.grade import sandbox
+    from mathref.grade.selftest import CHECKS
     assert sandbox.bwrap_works(), ("the grader's sandbox needs bubblewrap: apt-get install "
                                    "bubblewrap (without it, plain limits only: see the guide)")
     folder, out, report = tmp_path / "subs", tmp_path / "grades.csv", tmp_path / "report.txt"
-    make_hostile_folder(folder, selftest_assignment(), outputs=[out, report], repos=[ROOT])
+    previous = tmp_path / "previous-run"       # another run's executed notebooks
+    previous.mkdir()
+    nbformat.write(selftest_assignment(), previous / "carol.ipynb")
+    os.chmod(previous / "carol.ipynb", 0o644)
+    table = _lookup_table()
+    make_hostile_folder(folder, selftest_assignment(), outputs=[out, report], repos=[ROOT],
+                        readable=[ROOT / "notebooks", previous], lookup=table)
+    # the table answers the fixed inputs: in the notebook (default generator) it passes
+    namespace = {}
+    lookup_source = next(c.source for c in nbformat.read(folder / "lookup.ipynb", 4).cells
+                         if "TABLE" in c.source)
+    exec(lookup_source, namespace)  # noqa: S102 - the test's own submission
+    CHECKS["selftest-square"](namespace["square"])
     assignment = tmp_path / "assignment.ipynb"
     nbformat.write(selftest_assignment(solved=False), assignment)
     before, checks_before = digest(folder), digest(ROOT / "mathref" / "checks")
+    notebooks_before = digest(ROOT / "notebooks")
     env = dict(os.environ, GRADER_SECRET="s3cret", HTTPS_PROXY="http://proxy.invalid:1")
+    executed = tmp_path / "executed"
     run = grade_cli(folder, "--assignment", assignment, "--out", out, "--report", report,
-                    "--no-execute", "--jobs", "2", "--exercise-timeout", "30", env=env,
-                    timeout=1500, cwd=tmp_path)
+                    "--executed", executed, "--timeout", "120", "--jobs", "2",
+                    "--exercise-timeout", "30", env=env, timeout=2400, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     assert rows[0] == ["student", "status", "score"] + LABELS
     got = {r[0]: (r[1], int(r[2]), r[3:]) for r in rows[1:]}
-    assert got == EXPECTED
-    # nothing was written, deleted or added in the submissions, nor in the checkers
+    assert got == EXPECTED, run.stdout
+    # nothing was written, deleted or added in the submissions, the checkers, the notebooks
     assert digest(folder) == before
     assert digest(ROOT / "mathref" / "checks") == checks_before
+    assert digest(ROOT / "notebooks") == notebooks_before
     # outputs: written once, atomically; the lurker's late write never comes
     text = report.read_text(encoding="utf-8")
     assert text == run.stdout.split("Wrote ")[0]
@@ -108,13 +154,26 @@ def test_every_cheat_and_attack_fails_and_harms_no_one(tmp_path):
     assert out.read_text(encoding="utf-8") == csv_text and "lurker,ok,99" not in csv_text
     assert report.read_text(encoding="utf-8") == text
     assert not (tmp_path / "grades.csv.partial.jsonl").exists()
+    # executed notebooks: one per graded row, under a label that is never a path, 0600
+    kept = sorted(p.name for p in executed.iterdir())
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]+\.ipynb", name) for name in kept), kept
+    assert all(stat.S_IMODE((executed / n).stat().st_mode) == 0o600 for n in kept)
+    assert "ada.ipynb" in kept and "reader.ipynb" in kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["subs", "grades.csv", "report.txt", "previous-run", "assignment.ipynb", "executed"])
+    # the reader, run for the record, saw neither the notebooks nor the other run's outputs
+    outputs = [o.get("text", "") for c in nbformat.read(executed / "reader.ipynb", 4).cells
+               if c.cell_type == "code" for o in c.outputs]
+    assert "SEEN []\n" in outputs, outputs
     # the report: one line per student, no control characters, the skipped files listed
     assert not [ch for ch in text if unicodedata.category(ch) == "Cc" and ch != "\n"]
     assert "ada: 3/3" in text.splitlines() and "new?line: 3 of 3: 0/3" in text.splitlines()
     assert ("Skipped (not <student>.ipynb): .hidden.ipynb (hidden), extra/ (a folder), "
             "link.ipynb (a link), notes.txt (not .ipynb)") in text
+    assert text.count("(a name that becomes a path after Unicode normalization)") == 2
     assert "Isolation: bubblewrap sandbox" in text and not text.startswith("UNSAFE")
     assert "[FLAGGED: name clash: 2 files normalize to 'zoe'" in text
+    assert "workerpatch: 0/3" in text and "refused before running: line 1:" in text
 
 
 def test_reference_solutions_pass_and_the_student_notebook_is_not_attempted(tmp_path):
@@ -252,7 +311,9 @@ def test_without_a_sandbox_the_grader_refuses_unless_told_unsafe(tmp_path):
         assert "ada: 3/3" in report.splitlines()
 
 
-def test_sandboxed_code_never_runs_as_root_and_sees_only_its_folder(tmp_path):
+def test_sandboxed_code_never_runs_as_root_and_sees_only_what_it_needs(tmp_path):
+    """Issue 33, finding 5: the sandbox has no `/`: not the course's notebooks (the reference
+    solutions), not another folder, not /etc/shadow; its work folder is its own tmpfs."""
     from mathref.grade import sandbox
     workdir, other = tmp_path / "work", tmp_path / "other"
     workdir.mkdir()
@@ -262,23 +323,34 @@ def test_sandboxed_code_never_runs_as_root_and_sees_only_its_folder(tmp_path):
              "def can(f):\n    try:\n        open(f).read(); return True\n"
              "    except OSError:\n        return False\n"
              f"print(json.dumps({{'uid': os.getuid(), 'euid': os.geteuid(), "
-             f"'shadow': can('/etc/shadow'), 'other': can({str(other / 'secret.txt')!r})}}))\n")
-    argv, options = sandbox.command([sandbox.python(), "-c", probe], workdir,
-                                    hidden=[str(tmp_path / "other")])
-    run = subprocess.run(argv, env=sandbox.environment(workdir, ROOT), capture_output=True,
-                         text=True, timeout=120, **options)
+             f"'shadow': can('/etc/shadow'), 'other': can({str(other / 'secret.txt')!r}), "
+             f"'notebook': can({str(NOTEBOOKS[0])!r}), 'cwd': os.getcwd(), "
+             f"'checks': os.path.exists({str(ROOT / 'mathref' / 'checks' / 'ch01.py')!r})}}))\n")
+    from mathref.grade import load_assignment
+    from mathref.grade.execute import _Session
+    nbformat.write(selftest_assignment(False), tmp_path / "a.ipynb")
+    session = _Session(load_assignment(tmp_path / "a.ipynb"))
+    try:   # what the grader gives a submission: its snapshot of mathref without checkers
+        argv, options = sandbox.command([sandbox.python(), "-c", probe], session.student_lib,
+                                        workdir)
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=120, **options)
+    finally:
+        session.close()
     assert run.returncode == 0, run.stderr
     seen = json.loads(run.stdout)
     assert seen["uid"] != 0 and seen["euid"] != 0, seen
-    assert not seen["shadow"] and not seen["other"], seen
+    assert not seen["shadow"] and not seen["other"] and not seen["notebook"], seen
+    assert seen["cwd"] == sandbox.WORK, seen
 
 
-def test_the_trusted_verifier_runs_under_its_own_memory_limit():
+def test_the_trusted_verifier_runs_under_its_own_memory_limit(tmp_path):
     from mathref.grade import sandbox
-    probe = "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0])"
-    run = subprocess.run(sandbox.trusted([sys.executable, "-c", probe]), capture_output=True,
-                         text=True, timeout=60, check=True)
-    assert int(run.stdout) == sandbox.VERIFIER_LIMITS["as"] == 16 * 2 ** 30
+    probe = "import os, resource; print(resource.getrlimit(resource.RLIMIT_AS)[0], os.geteuid())"
+    argv, options = sandbox.command([sandbox.python(), "-c", probe], ROOT, tmp_path,
+                                    limits=sandbox.VERIFIER_LIMITS)
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True, **options)
+    limit, euid = map(int, run.stdout.split())
+    assert limit == sandbox.VERIFIER_LIMITS["as"] == 16 * 2 ** 30 and euid != 0
 
 
 def test_the_verifier_refuses_a_forged_expanded_tensor(monkeypatch):
@@ -293,7 +365,7 @@ def test_the_verifier_refuses_a_forged_expanded_tensor(monkeypatch):
     assert len(buffer.getvalue()) < 4096
     loaded = torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)
     assert loaded["value"][1].stride() == (0, 0)          # the view survives the trip
-    endpoint = rpc.Endpoint.__new__(rpc.Endpoint)
+    endpoint = rpc.Endpoint(None, None, trusted=True)
     with pytest.raises(rpc.ChannelClosed, match="overlap|grader does not accept"):
         endpoint.decode(loaded["value"])
     small = torch.zeros(4).expand(3, 4)                   # overlapping even when small
@@ -314,6 +386,22 @@ ALL_SHORTCUT_CHAPTERS = ([path.stem for path in NOTEBOOKS] if os.environ.get("GR
                                "13_transformer"])
 
 
+def _section(report, student):
+    """The report's lines about one student (after its ``student: k/n`` line)."""
+    lines = report.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{student}: "))
+    section = []
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        section.append(line)
+    return section
+
+
+PATCH = ("import sys\n"        # issue 33's one line that turned the worker's rules off
+         "sys.modules['__main__'].WorkerEndpoint.call_local = lambda self, t, a, k: t(*a, **k)\n")
+
+
 @pytest.mark.parametrize("chapter", ALL_SHORTCUT_CHAPTERS)
 def test_an_all_shortcuts_notebook_scores_zero_and_the_reference_full_marks(tmp_path, chapter):
     """Through ``python -m mathref.grade`` (bubblewrap): a notebook whose every solution cell is
@@ -324,13 +412,15 @@ def test_an_all_shortcuts_notebook_scores_zero_and_the_reference_full_marks(tmp_
     from tests.test_shortcuts import REFUSALS, SHORTCUTS
     source = read(ROOT / "notebooks" / f"{chapter}.ipynb")
     labels = exercise_labels(source)
-    cheat = nbformat.from_dict(source)
+    cheat, patched = nbformat.from_dict(source), nbformat.from_dict(source)
     for label in labels:
         solution_cell(cheat, label).source = SHORTCUTS[label][0]
+        solution_cell(patched, label).source = PATCH + SHORTCUTS[label][0]
     folder = tmp_path / "subs"
     folder.mkdir()
     nbformat.write(source, folder / "reference.ipynb")
     nbformat.write(cheat, folder / "shortcuts.ipynb")
+    nbformat.write(patched, folder / "patched.ipynb")
     nbformat.write(make_student_notebook(source), tmp_path / "assignment.ipynb")
     out = tmp_path / "grades.csv"
     run = grade_cli(folder, "--assignment", tmp_path / "assignment.ipynb", "--no-execute",
@@ -343,10 +433,15 @@ def test_an_all_shortcuts_notebook_scores_zero_and_the_reference_full_marks(tmp_
     assert rows["shortcuts"]["score"] == "0", run.stdout
     for label in labels:
         assert rows["shortcuts"][label] == "fail", (label, run.stdout)
-    refusals = [line for line in run.stdout.splitlines()
+    refusals = [line for line in _section(run.stdout, "shortcuts")
                 if line.startswith("  ch") and ": fail: " in line]
-    assert len(refusals) == len(labels) and all(
-        any(r in line for r in REFUSALS) for line in refusals), run.stdout
+    assert len(refusals) == len(labels) and all(   # refused when called, or before running
+        any(r in line for r in REFUSALS) or "refused before running" in line
+        for line in refusals), run.stdout
+    # issue 33, finding 2: the line that switched the worker's rules off is refused first
+    assert rows["patched"]["score"] == "0", run.stdout
+    assert sum("fail: refused before running: line 1: " in line
+               for line in _section(run.stdout, "patched")) == len(labels), run.stdout
 
 
 def test_a_rule_conditional_on_the_arguments_is_applied_in_the_worker(tmp_path):
@@ -374,3 +469,120 @@ def test_a_rule_conditional_on_the_arguments_is_applied_in_the_worker(tmp_path):
     assert "torch.linalg.pinv on something other than the 40-row float64 matrix" in run.stdout, run.stdout
     others = [label for label in exercise_labels(source) if label != "ch02-least-squares"]
     assert all(row[label] == "pass" for label in others), run.stdout
+
+
+ESCAPE = '''def pre_norm_block(x, attn, ffn, norm1, norm2):
+    ### BEGIN SOLUTION
+    # issue 33's proof: a generator from the module, its frame's builtins, exec on the other side
+    run = attn.named_modules().gi_frame.f_builtins["exec"]
+    run("open('/tmp/mathref-pwned', 'w').write('1')")
+    return x
+    ### END SOLUTION
+'''
+NAN = '''def pre_norm_block(x, attn, ffn, norm1, norm2):
+    ### BEGIN SOLUTION
+    return x * float("nan")
+    ### END SOLUTION
+'''
+
+
+@pytest.fixture(scope="module")
+def ch13_attacks(tmp_path_factory):
+    """One CLI run on chapter 13 (ch13-pre-norm-block passes four modules to the solution):
+    the escape of issue 33's finding 1 and an answer of NaNs (finding 8). (rows, report)."""
+    from tests.notebooks import solution_cell
+    tmp_path = tmp_path_factory.mktemp("ch13")
+    source = read(ROOT / "notebooks" / "13_transformer.ipynb")
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for name, body in (("escape", ESCAPE), ("nan", NAN)):
+        nb = nbformat.from_dict(source)
+        solution_cell(nb, "ch13-pre-norm-block").source = body
+        nbformat.write(nb, folder / f"{name}.ipynb")
+    nbformat.write(make_student_notebook(source), tmp_path / "assignment.ipynb")
+    Path("/tmp/mathref-pwned").unlink(missing_ok=True)
+    out = tmp_path / "grades.csv"
+    run = grade_cli(folder, "--assignment", tmp_path / "assignment.ipynb", "--no-execute",
+                    "--jobs", "2", "--exercise-timeout", "120", "--out", out, cwd=tmp_path,
+                    timeout=1200, env=dict(os.environ))
+    assert run.returncode == 0, run.stderr
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    others = [label for label in exercise_labels(source) if label != "ch13-pre-norm-block"]
+    for row in rows.values():          # the other exercises are graded as usual
+        assert all(row[label] == "pass" for label in others), run.stdout
+    return rows, run.stdout
+
+
+def test_the_escape_through_the_modules_gets_no_credit_and_runs_nothing(ch13_attacks):
+    """Finding 1 through the CLI: the proof-of-concept is refused before it runs (and the
+    modules it was after are copies rebuilt in the worker: tests/test_grade_boundary.py);
+    nothing was written by the grader's side."""
+    rows, report = ch13_attacks
+    assert rows["escape"]["ch13-pre-norm-block"] == "fail", report
+    assert "refused before running: line 4: attribute `.gi_frame`" in report, report
+    assert not Path("/tmp/mathref-pwned").exists()
+
+
+def test_an_answer_of_nans_fails_the_pre_norm_block(ch13_attacks):
+    """Finding 8: NaN compares False with everything, so ``if err >= 1e-10: fail`` lets it
+    pass; the checker must test ``if not err < 1e-10`` (mathref/checks/ch13.py)."""
+    rows, report = ch13_attacks
+    assert rows["nan"]["ch13-pre-norm-block"] == "fail", report
+
+
+HOG = '''import subprocess, sys
+children = [subprocess.Popen([sys.executable, "-c", "x = b'1' * 700_000_000\\nimport time\\ntime.sleep(4)"])
+            for _ in range(3)]
+print("EXIT", sorted(child.wait() for child in children))
+'''
+FILLER = '''written, stopped = 0, None
+try:
+    for i in range(6):
+        with open(f"big{i}", "wb") as f:
+            for _ in range(40):
+                f.write(b"0" * 2 ** 20)
+                f.flush()
+                written += 2 ** 20
+except OSError as err:
+    stopped = err.errno
+print("WRITTEN", written, stopped)
+'''
+
+
+def test_a_submission_is_capped_in_memory_and_disk_as_a_whole(tmp_path):
+    """Issue 33, finding 7: three children of 700 MB each under a 1200 MiB total (a memory
+    cgroup, where the grader can make one: as root here), six files of 40 MB in a work folder
+    of 64 MiB (a tmpfs); the other submission is graded as usual."""
+    from mathref.grade import sandbox
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    solved = selftest_assignment()
+    for name, extra in (("hog", HOG), ("filler", FILLER)):
+        nb = nbformat.from_dict(solved)
+        nb.cells.insert(2, nbformat.v4.new_code_cell(extra))
+        nbformat.write(nb, folder / f"{name}.ipynb")
+    nbformat.write(solved, folder / "ada.ipynb")
+    nbformat.write(selftest_assignment(False), tmp_path / "assignment.ipynb")
+    executed = tmp_path / "executed"
+    run = grade_cli(folder, "--assignment", tmp_path / "assignment.ipynb", "--timeout", "240",
+                    "--memory", "1200", "--disk", "64", "--executed", executed,
+                    "--out", tmp_path / "grades.csv", cwd=tmp_path, timeout=1200,
+                    env=dict(os.environ))
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert "ada: 3/3" in lines and "hog: 3/3" in lines and "filler: 3/3" in lines, run.stdout
+
+    def printed(name, word):
+        nb = nbformat.read(executed / f"{name}.ipynb", as_version=4)
+        text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                       for o in c.outputs)
+        return next(line.split(" ", 1)[1] for line in text.splitlines() if line.startswith(word))
+
+    written, stopped = printed("filler", "WRITTEN").split()
+    assert int(written) <= 64 * 2 ** 20 and stopped == "28", (written, stopped)   # ENOSPC
+    codes = printed("hog", "EXIT")
+    if sandbox.memory_group_root() is not None:
+        assert "-9" in codes, codes          # the cgroup's OOM killer stopped at least one
+    else:                                    # the documented fallback: per-process limits only
+        assert codes == "[0, 0, 0]", codes

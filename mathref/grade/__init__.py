@@ -5,13 +5,16 @@
 setup cell and the check cells. SUBMISSIONS_DIR holds one file per student, named
 ``<student>.ipynb``; hidden files, other files, folders and links are skipped and listed.
 
-Each submission is copied to a private temporary folder and, by default, executed top to bottom
-for the record (``--executed DIR`` keeps the executed notebooks). Its verdicts come from a
-separate verification (:mod:`mathref.grade.verify`): for each exercise, a sandboxed worker runs
-the assignment's setup cell and the student's solution cell; the checker, imported from the
-grader's own snapshot of mathref, runs in a trusted process and calls the student's function
-through a data-only channel (:mod:`mathref.grade.rpc`). Nothing the submission prints, patches
-or defines decides a verdict, and check calls the assignment does not have count for nothing.
+Each submission is, by default, executed top to bottom in the sandbox for the record
+(``--executed DIR`` keeps the executed notebooks). Its verdicts come from a separate
+verification (:mod:`mathref.grade.verify`): each solution cell is first read on the trusted
+side (:mod:`mathref.grade.policy`: what no honest solution needs is refused); then, for each
+exercise, a sandboxed worker runs the assignment's setup cell and the student's solution cell,
+and the checker, imported from the grader's own snapshot of mathref, runs in the verifier (a
+sandbox of its own) and calls the student's function through a data-only channel
+(:mod:`mathref.grade.rpc`), on inputs drawn afresh each run. Nothing the submission prints,
+patches or defines decides a verdict, and check calls the assignment does not have count for
+nothing.
 
 Verdicts: ``pass``; ``fail`` (the checker found a wrong result); ``not attempted`` (the solution
 still raises NotImplementedError); ``error`` (the solution cell or the student's process failed);
@@ -21,9 +24,10 @@ exercise of the assignment. Isolation: :mod:`mathref.grade.sandbox`.
 
 The steps, one module each: :mod:`~mathref.grade.collect` (what to grade),
 :mod:`~mathref.grade.execute` (each submission in the sandbox: :mod:`~mathref.grade.record`
-executes it for the record, :mod:`~mathref.grade.verify` runs the checkers against
-:mod:`~mathref.grade.worker`), :mod:`~mathref.grade.report` (the CSV and the report) and
-:mod:`~mathref.grade.cli` (the command line).
+executes it for the record, :mod:`~mathref.grade.policy` reads its solution cells,
+:mod:`~mathref.grade.verify` runs the checkers against :mod:`~mathref.grade.worker`),
+:mod:`~mathref.grade.report` (the CSV and the report) and :mod:`~mathref.grade.cli` (the
+command line).
 """
 from mathref.grade.collect import (EXERCISE_LABEL, VERDICTS, check_calls, checker_name,
                                    csv_safe, exercise_labels, find_solution, load_assignment,

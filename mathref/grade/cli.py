@@ -40,6 +40,13 @@ def main(argv=None):
                         help="submissions graded at the same time (default: 1)")
     parser.add_argument("--no-execute", action="store_true",
                         help="skip executing the notebooks for the record (verdicts only)")
+    parser.add_argument("--memory", type=int, default=8192, metavar="MIB",
+                        help="memory for all of one submission's processes together, in MiB "
+                             "(a cgroup, where the grader runs as root and can make one; "
+                             "default: 8192)")
+    parser.add_argument("--disk", type=int, default=256, metavar="MIB",
+                        help="size of the sandbox's work folder and of its /tmp, in MiB "
+                             "(each a tmpfs; default: 256)")
     parser.add_argument("--unsafe", action="store_true",
                         help="grade even without a working bubblewrap sandbox: students' code "
                              "then runs with rlimits only and can read and change what this "
@@ -49,8 +56,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
-    if args.timeout < 1 or args.jobs < 1 or args.exercise_timeout < 1:
-        parser.error("--timeout, --exercise-timeout and --jobs must be at least 1")
+    if min(args.timeout, args.jobs, args.exercise_timeout, args.memory, args.disk) < 1:
+        parser.error("--timeout, --exercise-timeout, --jobs, --memory and --disk must be at "
+                     "least 1")
     try:
         assignment = load_assignment(args.assignment)
     except (OSError, ValueError) as err:
@@ -74,8 +82,6 @@ def main(argv=None):
     log(f"isolation: {mode}")
     progress = args.out.with_name(args.out.name + ".partial.jsonl")
     progress.write_text("", encoding="utf-8")
-    outputs = [args.out] + ([args.report] if args.report else []) + \
-        ([args.executed] if args.executed else [])
     executed_tmp = None
     if args.executed:
         executed_tmp = Path(tempfile.mkdtemp(prefix=".executed-", dir=args.executed.resolve().parent))
@@ -83,7 +89,8 @@ def main(argv=None):
         results, labels, skipped = grade_folder(
             args.submissions, assignment, args.timeout, args.exercise_timeout, args.jobs,
             execute=not args.no_execute, log=log, progress=progress, executed_dir=executed_tmp,
-            outputs=outputs + ([executed_tmp] if executed_tmp else []), unsafe=args.unsafe)
+            unsafe=args.unsafe, limits={"memory": args.memory * 2 ** 20,
+                                        "disk": args.disk * 2 ** 20})
         write_csv(results, labels, args.out)
         report = format_report(results, labels, args.submissions, args.timeout, skipped, mode)
         if args.report:

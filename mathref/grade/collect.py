@@ -2,6 +2,7 @@
 defines) and the students' files (which are submissions, read safely, and the names they are
 graded under)."""
 import ast
+import hashlib
 import json
 import os
 import re
@@ -195,6 +196,29 @@ def student_name(file_name):
 
 
 
+_FILE_LABEL = re.compile(r"[A-Za-z0-9_-]{1,80}")
+
+
+def file_label(row):
+    """A file name stem for a student's row that is never a path: the row itself when it is
+    made only of ``A-Z a-z 0-9 _ -`` (at most 80), else those characters kept, the others
+    replaced by ``_``, and a hash of the row added (``ｚｏｅ`` → ``zoe``; ``../x`` →
+    ``___x-1b4f0e98``)."""
+    if _FILE_LABEL.fullmatch(row):
+        return row
+    kept = re.sub(r"[^A-Za-z0-9_-]", "_", row)[:60]
+    return f"{kept}-{hashlib.sha256(row.encode('utf-8', 'replace')).hexdigest()[:8]}"
+
+
+def path_like(file_name):
+    """Why a file name is refused as a student's name (it becomes a path, or names a folder,
+    once Unicode-normalized: ``．．／x`` is ``../x``), else None."""
+    stem = unicodedata.normalize("NFKC", file_name[: -len(".ipynb")])
+    if any(sep in stem for sep in ("/", "\\", "\0")) or stem.strip() in ("", ".", ".."):
+        return "a name that becomes a path after Unicode normalization"
+    return None
+
+
 def report_safe(text):
     """``text`` with control and format characters shown as ``?`` (one line, no escapes)."""
     return "".join("?" if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co")
@@ -224,6 +248,8 @@ def _submissions(folder):
             skipped.append(f"{name}/ (a folder)")
         elif not entry.name.endswith(".ipynb"):
             skipped.append(f"{name} (not .ipynb)")
+        elif path_like(entry.name):
+            skipped.append(f"{name} ({path_like(entry.name)})")
         elif not stat.S_ISREG(entry.lstat().st_mode):
             skipped.append(f"{name} (not a regular file)")
         else:

@@ -1,11 +1,14 @@
-"""Grading the submissions: each is copied to a private folder, executed in the sandbox for
-the record (:mod:`mathref.grade.record`), and verified exercise by exercise by the trusted
-verifier (:mod:`mathref.grade.verify`), which runs the checkers and calls the student's
-functions in a sandboxed worker (:mod:`mathref.grade.worker`). :func:`grade_folder` does this
-for a whole folder, several at a time."""
+"""Grading the submissions: each is executed in the sandbox for the record
+(:mod:`mathref.grade.record`), its solution cells are read on the trusted side
+(:mod:`mathref.grade.policy`), and its exercises are verified one by one by the trusted
+verifier (:mod:`mathref.grade.verify`), which runs the checkers in a sandbox of its own and
+calls the student's functions in another, the worker (:mod:`mathref.grade.worker`), through two
+pipes. :func:`grade_folder` does this for a whole folder, several at a time."""
 import hashlib
 import json
 import os
+import secrets
+import select
 import shutil
 import subprocess
 import tempfile
@@ -16,53 +19,77 @@ from pathlib import Path
 
 import nbformat
 
-from mathref.grade.collect import (MAX_SUBMISSION_BYTES, _one_line, _submissions, find_solution,
-                                   load_assignment, read_submission, report_safe, student_name)
+from mathref.grade.collect import (MAX_SUBMISSION_BYTES, VERDICTS, _one_line, _submissions,
+                                   file_label, find_solution, load_assignment, read_submission,
+                                   report_safe, student_name)
 
 _PACKAGE = Path(__file__).resolve().parents[1]          # .../mathref
 
 
-class _Session:
-    """What a grading run shares: the temporary root, the snapshot of mathref the checkers and
-    workers import, the sandbox's hidden paths, and the options."""
+_STUDENT_CHECKS = '''"""No checkers here: they stay with the grader, which runs them outside this sandbox."""
+from mathref.checks.core import CHECKS, CheckFailure, ExerciseCheckFailed, exercise  # noqa: F401
 
-    def __init__(self, assignment, submissions, outputs=(), timeout=120, exercise_timeout=60,
-                 execute=True, limits=None, unsafe=False):
+
+def __getattr__(name):
+    if not name.startswith("check_"):
+        raise AttributeError(name)
+
+    def check(*args, **kwargs):
+        print(f"({name[6:].replace('_', '-')}: checked by the grader, not here)")
+    return check
+'''
+
+
+class _Session:
+    """What a grading run shares: the temporary root, the two snapshots of mathref (``lib``
+    with the checkers, for the verifier; ``student_lib`` without them, for the students'
+    code), the run's secret seed, and the options."""
+
+    def __init__(self, assignment, timeout=120, exercise_timeout=60, execute=True, limits=None,
+                 unsafe=False):
         self.assignment = assignment
         self.timeout, self.exercise_timeout, self.execute = timeout, exercise_timeout, execute
         self.limits = limits or {}
         self.unsafe = unsafe
+        self.seed = secrets.randbits(63)       # fresh inputs for this run's checkers
         self.root = Path(tempfile.mkdtemp(prefix="mathref-grade-"))
         os.chmod(self.root, 0o711)
         self.lib = self.root / "lib"
-        shutil.copytree(_PACKAGE, self.lib / "mathref",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        for path in [self.lib, *self.lib.rglob("*")]:
-            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        self.student_lib = self.root / "student-lib"
+        self._copy()
         self.digest = self._digest()
-        # hidden from students' code: the submissions, the grader's outputs, and this folder
-        # (the other students' work folders, job and result files); its lib/ and the student's
-        # own work folder are bound back in
-        self.hidden = [str(Path(submissions).resolve())] + \
-            [str(Path(p).resolve()) for p in outputs] + [str(self.root.resolve())]
         self.counter = 0
         self.lock = threading.Lock()
 
+    def _copy(self):
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(_PACKAGE, self.lib / "mathref", ignore=ignore)
+        shutil.copytree(_PACKAGE, self.student_lib / "mathref",
+                        ignore=lambda folder, names: ignore(folder, names) | (
+                            {n for n in names if n != "core.py"}
+                            if Path(folder).name == "checks" else set()))
+        (self.student_lib / "mathref" / "checks" / "__init__.py").write_text(
+            _STUDENT_CHECKS, encoding="utf-8")
+        for lib in (self.lib, self.student_lib):
+            for path in [lib, *lib.rglob("*")]:
+                os.chmod(path, 0o755 if path.is_dir() else 0o644)
+
     def _digest(self):
-        """Every entry of the snapshot (a planted .pyc or a new file counts, not only *.py)."""
+        """Every entry of both snapshots (a planted .pyc or a new file counts, not only *.py)."""
         h = hashlib.sha256()
-        for path in sorted(self.lib.rglob("*")):
-            h.update(str(path).encode() + (b"<link>" if path.is_symlink() else
-                                           b"<dir>" if path.is_dir() else path.read_bytes()))
+        for lib in (self.lib, self.student_lib):
+            for path in sorted(lib.rglob("*")):
+                h.update(str(path).encode() + (b"<link>" if path.is_symlink() else
+                                               b"<dir>" if path.is_dir() else path.read_bytes()))
         return h.hexdigest()
 
     def intact(self):
-        """Whether the snapshot is unchanged; if not, restore it (and say so)."""
+        """Whether the snapshots are unchanged; if not, restore them (and say so)."""
         if self._digest() == self.digest:
             return True
-        shutil.rmtree(self.lib / "mathref", ignore_errors=True)
-        shutil.copytree(_PACKAGE, self.lib / "mathref",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.rmtree(self.lib, ignore_errors=True)
+        shutil.rmtree(self.student_lib, ignore_errors=True)
+        self._copy()
         return False
 
     def workdir(self):
@@ -77,38 +104,53 @@ class _Session:
 
 
 
-def _run_guarded(argv, options, env, wall):
-    """Run a sandboxed command with a wall-clock limit; kill its process group at the end.
-    Returns True if it finished in time."""
-    from mathref.grade import sandbox
-    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **options)
-    try:
-        process.wait(timeout=wall)
-        return True
-    except subprocess.TimeoutExpired:
-        return False
-    finally:
-        sandbox.kill_group(process)
+def _read_until(fd, deadline, cap, on_line=None):
+    """What ``fd`` gives until it closes, the deadline or ``cap`` bytes; (data, closed).
+    With ``on_line``, complete lines are handed to it as they come."""
+    chunks, size, buffer = [], 0, b""
+    while size <= cap:
+        left = deadline - time.monotonic()
+        ready = select.select([fd], [], [], max(0.0, left))[0] if left > 0 else []
+        if not ready:
+            return b"".join(chunks), False
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks), True
+        size += len(chunk)
+        if on_line is None:
+            chunks.append(chunk)
+            continue
+        *lines, buffer = (buffer + chunk).split(b"\n")
+        for line in lines:
+            on_line(line)
+    return b"".join(chunks), False
 
 
-
-def _record(session, workdir, executed_dir, student):
+def _record(session, workdir, nb, group):
+    """Execute the notebook for the record in the sandbox: (status, detail, executed notebook
+    text or None). The notebook goes in on stdin, the record comes back on stdout."""
     from mathref.grade import sandbox
     argv, options = sandbox.command(
-        [sandbox.python(), "-m", "mathref.grade.record", "submission.ipynb", "executed.ipynb",
-         str(session.timeout)], workdir, readable=[session.lib], hidden=session.hidden,
-        limits=session.limits, unsafe=session.unsafe)
-    env = sandbox.environment(workdir, session.lib)
-    start = time.monotonic()
-    finished = _run_guarded(argv, options, env, session.timeout + 30)
-    seconds = time.monotonic() - start
-    info = {}
+        [sandbox.python(), "-m", "mathref.grade.record", str(session.timeout)],
+        session.student_lib, workdir, limits=session.limits, unsafe=session.unsafe, group=group)
+    submission = workdir / "submission.ipynb"
+    submission.write_text(nbformat.writes(nb), encoding="utf-8")
+    with open(submission, "rb") as stdin:
+        process = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, **options)
     try:
-        if (workdir / "executed.ipynb.json").stat().st_size < 100_000:
-            info = json.loads((workdir / "executed.ipynb.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        pass
+        data, finished = _read_until(process.stdout.fileno(),
+                                     time.monotonic() + session.timeout + 30,
+                                     4 * MAX_SUBMISSION_BYTES)
+    finally:
+        sandbox.kill_group(process)
+        process.stdout.close()
+    info = {}
+    if finished:
+        try:
+            info = json.loads(data)
+        except ValueError:
+            pass
     status = str(info.get("status", "")) if finished else "timeout"
     if status not in ("ok", "timeout", "kernel died", "hang", "grader error"):
         status, detail = ("kernel died", "the execution ended without a record") if finished \
@@ -118,59 +160,105 @@ def _record(session, workdir, executed_dir, student):
         cell = info.get("cell")
         if isinstance(cell, int) and status != "ok":
             detail += f" (cell {cell + 1})"
-    if executed_dir is not None:
-        target = workdir / "executed.ipynb"
+    executed = info.get("notebook")
+    return status, detail, executed if isinstance(executed, str) else None
+
+
+def _keep_executed(text, folder, student):
+    """Write the executed notebook to ``folder``, under a file name made from the student's row
+    (never a path: :func:`~mathref.grade.collect.file_label`), readable by the grader's user
+    only, never over another file."""
+    stem = file_label(student)
+    for n in range(1, 100):
+        name = f"{stem}.ipynb" if n == 1 else f"{stem}-{n}.ipynb"
         try:
-            if target.is_file() and not target.is_symlink() \
-                    and target.stat().st_size <= 4 * MAX_SUBMISSION_BYTES:
-                shutil.copyfile(target, Path(executed_dir) / "pending" / f"{student}.ipynb")
-        except OSError:
-            pass
-    return status, detail, seconds
+            fd = os.open(Path(folder) / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                         | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
 
 
-
-def _verify(session, workdir, nb):
-    """{label: (verdict, message)} from the trusted verifier process."""
-    from mathref.grade import sandbox
-    exercises = []
+def _verify(session, workdir, nb, group=None):
+    """{label: (verdict, message)}: the trusted verifier's, run against a fresh worker until
+    every exercise has a verdict (after a timeout or a dead worker, a new pair goes on)."""
+    from mathref.grade import policy
+    modules = policy.imported_names(session.assignment["setup"])
+    exercises, verdicts = [], {}
     for ordinal, exercise in enumerate(session.assignment["exercises"]):
         solution = find_solution(nb, exercise["names"], ordinal)
         exercises.append({"label": exercise["label"], "checker": exercise["checker"],
                           "check": exercise["check"], "solution": solution,
                           "why": "no solution cell defining " + ", ".join(exercise["names"])})
-    job = {"workdir": str(workdir), "setup": session.assignment["setup"],
-           "exercises": exercises, "exercise_timeout": session.exercise_timeout,
-           "readable": [str(session.lib)], "hidden": session.hidden,
-           "pythonpath": str(session.lib), "limits": session.limits,
-           "unsafe": session.unsafe}
-    job_file = Path(str(workdir) + ".job.json")
-    result_file = Path(str(workdir) + ".result.json")
-    job_file.write_text(json.dumps(job), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-    env["PYTHONPATH"] = str(session.lib)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"   # the snapshot stays exactly as copied (see intact)
-    env["OMP_NUM_THREADS"] = "1"
-    wall = (len(exercises) + 1) * session.exercise_timeout + 60
-    argv = sandbox.trusted([sandbox.python(), "-m", "mathref.grade.verify", str(job_file),
-                            str(result_file)])
-    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               start_new_session=True, cwd=str(session.root))
-    try:
-        _, err = process.communicate(timeout=wall)
-    except subprocess.TimeoutExpired:
-        sandbox.kill_group(process)
-        err = b"the verification ran out of time"
-    verdicts = {}
-    try:
-        verdicts = {k: tuple(v) for k, v in
-                    json.loads(result_file.read_text(encoding="utf-8"))["verdicts"].items()}
-    except (OSError, ValueError, KeyError):
-        message = _one_line((err or b"").decode("utf-8", "replace").strip().splitlines()[-1:]
-                            or ["the verification failed"])
-        verdicts = {e["label"]: ("error", f"grader: {message}") for e in exercises}
+        try:
+            policy.check(solution or "", modules)
+        except policy.Refused as refused:   # read here, on the trusted side: never run
+            verdicts[exercise["label"]] = ("fail", f"refused before running: {refused}")
+    while len(verdicts) < len(exercises):
+        todo = [e for e in exercises if e["label"] not in verdicts]
+        got = _verify_some(session, workdir, todo, group)
+        if not got:   # no progress at all: the first one is an error, the rest go on
+            got = {todo[0]["label"]: ("error", "grader: the verification failed")}
+        verdicts.update(got)
     return verdicts
+
+
+def _verify_some(session, workdir, exercises, group):
+    """One verifier and one worker, each in its own sandbox, joined by two pipes; the verdicts
+    the verifier wrote before it ended or its time ran out."""
+    from mathref.grade import sandbox
+    job_dir = Path(str(workdir) + ".job")
+    job_dir.mkdir(mode=0o755)
+    job = {"setup": session.assignment["setup"], "exercises": exercises,
+           "exercise_timeout": session.exercise_timeout, "seed": session.seed}
+    (job_dir / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    os.chmod(job_dir / "job.json", 0o644)
+    to_worker_r, to_worker_w = os.pipe()
+    from_worker_r, from_worker_w = os.pipe()
+    out_r, out_w = os.pipe()
+    processes = []
+    wanted = {e["label"] for e in exercises}
+    verdicts = {}
+
+    def on_line(line):
+        try:
+            label, verdict, message = json.loads(line)
+        except (ValueError, TypeError):
+            return
+        if label in wanted and verdict in VERDICTS:
+            verdicts[label] = (verdict, str(message)[:2000])
+
+    try:
+        argv, options = sandbox.command(
+            [sandbox.python(), "-m", "mathref.grade.worker", str(to_worker_r), str(from_worker_w)],
+            session.student_lib, workdir, limits=session.limits, unsafe=session.unsafe,
+            group=group)
+        processes.append(subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(to_worker_r, from_worker_w), **options))
+        argv, options = sandbox.command(
+            [sandbox.python(), "-m", "mathref.grade.verify", str(job_dir / "job.json"),
+             str(from_worker_r), str(to_worker_w), str(out_w)],
+            session.lib, job_dir, readable=[job_dir], limits=sandbox.VERIFIER_LIMITS,
+            unsafe=session.unsafe)
+        processes.append(subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(from_worker_r, to_worker_w, out_w), **options))
+        for fd in (to_worker_r, from_worker_w, from_worker_r, to_worker_w, out_w):
+            os.close(fd)
+        to_worker_r = from_worker_w = from_worker_r = to_worker_w = out_w = None
+        wall = (len(exercises) + 1) * session.exercise_timeout + 60
+        _read_until(out_r, time.monotonic() + wall, 2 ** 22, on_line)
+        return verdicts
+    finally:
+        for fd in (to_worker_r, from_worker_w, from_worker_r, to_worker_w, out_w, out_r):
+            if fd is not None:
+                os.close(fd)
+        for process in processes:
+            sandbox.kill_group(process)
+        shutil.rmtree(job_dir, ignore_errors=True)
 
 
 
@@ -178,6 +266,7 @@ def _grade_submission(path, session, executed_dir=None, student=None, flag=""):
     """Grade one file; return a dict with ``student`` (the row's name: ``student`` or the file's
     normalized name), ``file``, ``status``, ``detail``, ``flag`` (e.g. a name clash),
     ``verdicts`` ({label: (verdict, message)}), ``score`` and ``seconds``."""
+    from mathref.grade import sandbox
     path = Path(path)
     start = time.monotonic()
     labels = [e["label"] for e in session.assignment["exercises"]]
@@ -192,16 +281,18 @@ def _grade_submission(path, session, executed_dir=None, student=None, flag=""):
                           verdicts={label: ("not run", "") for label in labels})
             return result
         workdir = session.workdir()
+        group = sandbox.memory_group(workdir.parent.name + "-" + workdir.name,
+                                     session.limits.get("memory", sandbox.DEFAULT_LIMITS["memory"]))
         try:
-            nbformat.write(nb, workdir / "submission.ipynb")
             if session.execute:
-                status, detail, _ = _record(session, workdir, executed_dir, result["student"])
+                status, detail, executed = _record(session, workdir, nb, group)
                 result.update(status=status, detail=detail)
-            result["verdicts"] = _verify(session, workdir, nb)
+                if executed is not None and executed_dir is not None:
+                    _keep_executed(executed, Path(executed_dir) / "pending", result["student"])
+            result["verdicts"] = _verify(session, workdir, nb, group)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-            for suffix in (".job.json", ".result.json"):
-                Path(str(workdir) + suffix).unlink(missing_ok=True)
+            sandbox.remove_memory_group(group)
         if not session.intact():
             result.update(status="tampered", detail="the grader's copy of mathref was modified "
                           "during this submission (restored); verdicts withheld",
@@ -218,7 +309,7 @@ def _grade_submission(path, session, executed_dir=None, student=None, flag=""):
 
 
 def grade_folder(folder, assignment, timeout=120, exercise_timeout=60, jobs=1, execute=True,
-                 log=None, progress=None, executed_dir=None, outputs=(), limits=None,
+                 log=None, progress=None, executed_dir=None, limits=None,
                  unsafe=False):
     """Grade every ``<student>.ipynb`` in ``folder`` against ``assignment`` (a path or the
     dict of :func:`load_assignment`); return (results, labels, skipped). ``progress`` (a path)
@@ -244,9 +335,8 @@ def grade_folder(folder, assignment, timeout=120, exercise_timeout=60, jobs=1, e
             row = name if f.name == name + ".ipynb" else f"{name} [name clash: {report_safe(f.name)}]"
             to_grade.append((f, row, f"name clash: {len(group)} files normalize to {name!r}: "
                                      + ", ".join(report_safe(g.name) for g in group)))
-    session = _Session(assignment, folder, outputs=list(outputs) + ([progress] if progress else []),
-                      timeout=timeout, exercise_timeout=exercise_timeout, execute=execute,
-                      limits=limits, unsafe=unsafe)
+    session = _Session(assignment, timeout=timeout, exercise_timeout=exercise_timeout,
+                       execute=execute, limits=limits, unsafe=unsafe)
     results = []
     lock = threading.Lock()
 
@@ -263,7 +353,7 @@ def grade_folder(folder, assignment, timeout=120, exercise_timeout=60, jobs=1, e
 
     try:
         if executed_dir is not None:
-            (Path(executed_dir) / "pending").mkdir(parents=True, exist_ok=True)
+            (Path(executed_dir) / "pending").mkdir(mode=0o700, parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = [pool.submit(_grade_submission, f, session, executed_dir, row, flag)
                        for f, row, flag in to_grade]

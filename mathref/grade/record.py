@@ -1,4 +1,4 @@
-"""Execute a submission for the record: ``python -m mathref.grade.record IN OUT TIMEOUT``.
+"""Execute a submission for the record: ``python -m mathref.grade.record TIMEOUT``.
 
 Runs inside the sandbox (the kernel it starts inherits it). The executed notebook is kept for
 the instructor, and its status (``ok``, ``timeout``, ``kernel died``, ``hang``) is shown in the
@@ -90,16 +90,22 @@ def run(nb, timeout, workdir):
 
 
 def main(argv=None):
+    """``python -m mathref.grade.record TIMEOUT``: the submission on stdin; on stdout, one JSON
+    object with the status, its detail, the cell and the executed notebook. Nothing else reaches
+    stdout: the kernel and this process write to /dev/null."""
     argv = sys.argv[1:] if argv is None else argv
-    source, target, timeout = argv[0], argv[1], float(argv[2])
+    timeout = float(argv[0])
     import os
-    nb = nbformat.read(source, as_version=4)
+    out = os.dup(1)                      # not inherited by the kernel
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    nb = nbformat.read(sys.stdin, as_version=4)
     start = time.monotonic()
-    status, detail, cell = run(nb, timeout, os.path.dirname(os.path.abspath(target)))
-    nbformat.write(nb, target)
-    with open(target + ".json", "w", encoding="utf-8") as f:
+    status, detail, cell = run(nb, timeout, os.getcwd())
+    with os.fdopen(out, "w", encoding="utf-8") as f:
         json.dump({"status": status, "detail": detail, "cell": cell,
-                   "seconds": time.monotonic() - start}, f)
+                   "seconds": time.monotonic() - start, "notebook": nbformat.writes(nb)}, f)
     return 0
 
 

@@ -1,22 +1,26 @@
-"""How the grader runs a student's code: in a bubblewrap sandbox, or not at all.
+"""How the grader runs a student's code (and its own verifier): in a bubblewrap sandbox, or not
+at all.
 
-Every untrusted process (the worker that holds a student's solution, the kernel that executes a
-notebook for the record) is started through :func:`command`:
+Every process that reads untrusted input (the worker that holds a student's solution, the
+kernel that executes a notebook for the record, and the trusted verifier, which reads the
+worker's replies) is started through :func:`command`:
 
 - inside ``bwrap`` (bubblewrap): new PID, network, IPC and UTS namespaces (no network at all, no
-  other process visible, every process gone when the sandbox's first process ends), the whole
-  file system read-only, an empty ``/tmp``, the submissions folder and the grader's outputs
-  hidden, only the student's own temporary copy writable. The interpreter, the course and its
-  data are bound back in after the private ``/tmp``, so a venv or clone under ``/tmp`` works;
-- never as root: a grader running as root starts bubblewrap as root (no user namespace), hides
-  every folder the unprivileged user could not enter (``/root`` among them) behind an empty one
-  and binds back only the interpreter, the course and the data; inside, the launcher drops to
-  the user ``nobody`` (no capabilities, no supplementary groups) before the student's code
-  starts. Without root, the code runs as the grader's own user in a user namespace;
+  other process visible, every process gone when the sandbox's first process ends), and a file
+  system built from nothing: the system's libraries (``/usr`` and a few files of ``/etc``), the
+  interpreter and its packages, the course's data and the snapshot of mathref it is given, all
+  read-only; a private ``/tmp`` and work folder (:data:`WORK`), each a tmpfs of at most
+  ``limits["disk"]`` bytes. Not ``/``, not the course's notebooks, not the submissions, not
+  the grader's outputs or the other submissions' work: none of it is there;
+- never as root: a grader running as root starts bubblewrap as root (no user namespace) and the
+  launcher drops to the user ``nobody`` (no capabilities, no supplementary groups) before the
+  command starts. Without root, the code runs as the grader's own user in a user namespace;
 - in its own session and process group, killed as a whole when its time is up;
 - with a scrubbed environment (no proxies, tokens or the grader's variables: see ``environment``);
 - under rlimits (``python -m mathref.grade.sandbox`` sets them, drops the user, then runs the
-  command): CPU time, address space, file size, number of processes, open files.
+  command): CPU time, address space, file size, number of processes, open files; and, where
+  the grader can make one (as root, with a writable memory cgroup), in a memory cgroup that
+  caps all the submission's processes together (:func:`memory_group`).
 
 Without a working bubblewrap the grader refuses (:func:`require`) unless it is told
 ``unsafe=True`` (``--unsafe``): then only the rlimits, an own session and, as root, the user
@@ -29,19 +33,24 @@ import pwd
 import resource
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 
 LIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "fsize": resource.RLIMIT_FSIZE,
           "nproc": resource.RLIMIT_NPROC, "nofile": resource.RLIMIT_NOFILE}
+# per process (rlimits), except "memory" (all of a submission's processes together, where a
+# cgroup can be made) and "disk" (each of the sandbox's two tmpfs: the work folder and /tmp)
 DEFAULT_LIMITS = {"cpu": 600, "as": 8 * 2 ** 30, "fsize": 64 * 2 ** 20, "nproc": 512,
-                  "nofile": 256}
+                  "nofile": 256, "memory": 8 * 2 ** 30, "disk": 256 * 2 ** 20}
 # the trusted verifier's own limits: whatever a reply makes it hold, it cannot take the machine
 VERIFIER_LIMITS = {"as": 16 * 2 ** 30, "fsize": 256 * 2 ** 20}
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_LAUNCHER = os.path.abspath(__file__)
 _KEPT_VARIABLES = ("PATH", "LANG", "LC_ALL", "TZ", "MATHREF_DATA")
+WORK = "/sandbox"   # the work folder inside the sandbox: a size-limited tmpfs
+# the system's files a Python process needs (read-only); nothing else of the host is there
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd",
+        "/etc/group", "/etc/nsswitch.conf", "/etc/localtime", "/etc/hosts", "/etc/alternatives")
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and make sure it "
                 "can create namespaces here, or pass --unsafe to grade without a sandbox "
                 "(students' code can then read and change what the grader's user can)")
@@ -58,7 +67,7 @@ def python():
 
 
 def environment(workdir, pythonpath, extra=None):
-    """A minimal environment for student code: nothing of the grader's beyond PATH, the
+    """A minimal environment for sandboxed code: nothing of the grader's beyond PATH, the
     locale, and MATHREF_DATA (the course's data folder)."""
     env = {k: os.environ[k] for k in _KEPT_VARIABLES if k in os.environ}
     env.setdefault("PATH", "/usr/bin:/bin")
@@ -97,95 +106,62 @@ def unprivileged_user():
 
 
 def _needed_paths():
-    """What the sandboxed Python must see: the interpreter's prefixes (a venv and the Python it
-    was made from), the course, and the course's data."""
+    """What the sandboxed Python must see besides the system's files: the interpreter's
+    prefixes (a venv and the Python it was made from) and the course's data."""
     paths = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
-             os.path.realpath(sys.exec_prefix), _PACKAGE_ROOT}
+             os.path.realpath(sys.exec_prefix)}
     data = os.environ.get("MATHREF_DATA")
     if data and os.path.isdir(data):
         paths.add(os.path.realpath(data))
-    return sorted(paths, key=lambda p: (p.count(os.sep), p))
-
-
-def _ancestors(path):
-    """'/a/b/c' -> ['/a', '/a/b'] (not '/' and not the path itself)."""
-    parts = path.strip(os.sep).split(os.sep)[:-1]
-    return [os.sep + os.sep.join(parts[:i + 1]) for i in range(len(parts))]
-
-
-def _closed_to_others(path):
-    """A folder that a user other than its owner and group cannot enter (no o+x)."""
-    try:
-        return not os.stat(path).st_mode & stat.S_IXOTH
-    except OSError:
-        return False
+    return sorted(paths)
 
 
 def _inside(path, folders):
-    return any(path == f or path.startswith(f + os.sep) for f in folders)
+    return any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
 
 
-def _bwrap_argv(workdir, readable, hidden, drop_root=None):
-    """bwrap's arguments, in mount order. ``drop_root``: bubblewrap runs as root, so no user
-    namespace is made, and CAP_SETUID/CAP_SETGID are kept for the launcher, which gives them up
-    before it runs anything."""
+def _bwrap_argv(readable, disk, drop_root=None):
+    """bwrap's arguments: an empty root with only the system's files, the interpreter, the
+    data and ``readable`` bound in, read-only; a private ``/tmp`` and work folder (``WORK``),
+    tmpfs of ``disk`` bytes each (and ``/dev/shm``). ``drop_root``: bubblewrap runs as root, so no user namespace
+    is made, and CAP_SETUID/CAP_SETGID are kept for the launcher, which gives them up before
+    it runs anything."""
     drop_root = os.geteuid() == 0 if drop_root is None else drop_root
-    workdir = os.path.realpath(str(workdir))
-    readable = [os.path.realpath(str(p)) for p in readable]
     argv = [shutil.which("bwrap"), "--die-with-parent", "--new-session"]
     if drop_root:
         argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                  "--unshare-cgroup-try", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         argv += ["--unshare-all"]
-    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-             "--perms", "0755", "--tmpfs", "/tmp"]
-    needed = _needed_paths()
-    # empty folders: /tmp, and (dropping root) every folder on the way to a path the sandbox
-    # needs that nobody could enter (/root); what is needed is bound back into them
-    emptied = ["/tmp"]
-    if drop_root:
-        for folder in sorted({a for p in needed + readable + [workdir] for a in _ancestors(p) + [p]
-                              if a != workdir and _closed_to_others(a)},
-                             key=lambda p: (p.count(os.sep), p)):
-            if not _inside(folder, emptied):
-                argv += ["--perms", "0755", "--tmpfs", folder]
-                emptied.append(folder)
-    made = set()
-
-    def bind(option, path):
-        for folder in _ancestors(path):       # parents in an emptied folder: made enterable
-            if folder not in made and _inside(folder, emptied) and folder not in emptied:
-                argv.extend(["--perms", "0755", "--dir", folder])
-                made.add(folder)
-        argv.extend([option, path, path])
-
-    for path in needed:
-        if _inside(path, emptied):
-            bind("--ro-bind", path)
-    for path in hidden:
-        path = os.path.realpath(str(path))
-        if os.path.isdir(path):
-            argv += ["--perms", "0755", "--tmpfs", path]
-            emptied.append(path)
+    for path in _SYSTEM + _ETC:
+        if os.path.islink(path) and os.path.dirname(path) == "/":
+            argv += ["--symlink", os.readlink(path), path]
         elif os.path.exists(path):
-            argv += ["--ro-bind", "/dev/null", path]
-    for path in readable:
-        bind("--ro-bind", path)
-    bind("--bind", workdir)
-    return argv + ["--chdir", workdir]
+            argv += ["--ro-bind", path, path]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    for folder in ("/tmp", "/dev/shm", WORK):
+        argv += ["--perms", "1777", "--size", str(int(disk)), "--tmpfs", folder]
+    bound = [p for p in _SYSTEM if os.path.isdir(p) and not os.path.islink(p)]
+    made = set()
+    for path in _needed_paths() + sorted(os.path.realpath(str(p)) for p in readable):
+        if _inside(path, bound):
+            continue
+        parts = path.strip(os.sep).split(os.sep)[:-1]
+        for i in range(len(parts)):        # enterable parents (bwrap would make them 0700)
+            folder = os.sep + os.sep.join(parts[:i + 1])
+            if folder not in made and not _inside(folder, bound):
+                argv += ["--perms", "0755", "--dir", folder]
+                made.add(folder)
+        argv += ["--ro-bind", path, path]
+        bound.append(path)
+    return argv + ["--chdir", WORK]
 
 
-def trusted(argv, limits=None):
-    """``argv`` (a trusted process of the grader's) started under rlimits of its own."""
-    return _launcher(dict(VERIFIER_LIMITS, **(limits or {}))) + list(argv)
-
-
-def _launcher(limits, user=None):
-    """``python -I -S sandbox.py --limits... [--user=uid:gid] --``: the first process of the
-    sandbox."""
-    argv = [python(), "-I", "-S", _LAUNCHER]
-    argv += [f"--{name}={value}" for name, value in limits.items()]
+def _launcher(lib, limits, user=None):
+    """``python -I -S LIB/mathref/grade/sandbox.py --limits... [--user=uid:gid] --``: the
+    first process of the sandbox (the copy in the snapshot ``lib`` it can see)."""
+    argv = [python(), "-I", "-S", os.path.join(str(lib), "mathref", "grade", "sandbox.py")]
+    argv += [f"--{name}={value}" for name, value in limits.items() if name in LIMITS]
     if user:
         argv.append(f"--user={user[0]}:{user[1]}")
     return argv + ["--"]
@@ -197,18 +173,15 @@ def bwrap_works():
     thing (the launcher, the dropped user, this Python importing mathref from the course)."""
     if not shutil.which("bwrap") or (os.geteuid() == 0 and _nobody() is None):
         return False
-    import tempfile
-    with tempfile.TemporaryDirectory(prefix="mathref-grade-trial-") as tmp:
-        user = _nobody() if os.geteuid() == 0 else None
-        if user:
-            os.chown(tmp, *user)
-        argv = _bwrap_argv(tmp, [], []) + _launcher(DEFAULT_LIMITS, user) + [
+    user = _nobody() if os.geteuid() == 0 else None
+    argv = _bwrap_argv([_PACKAGE_ROOT], DEFAULT_LIMITS["disk"]) + \
+        _launcher(_PACKAGE_ROOT, DEFAULT_LIMITS, user) + [
             python(), "-c", "import os, sys, mathref; sys.exit(os.geteuid() == 0)"]
-        try:
-            run = subprocess.run(argv, capture_output=True, timeout=120, cwd=tmp,
-                                 env={"PYTHONPATH": _PACKAGE_ROOT, "PATH": "/usr/bin:/bin"})
-        except (OSError, subprocess.SubprocessError):
-            return False
+    try:
+        run = subprocess.run(argv, capture_output=True, timeout=120, cwd="/",
+                             env={"PYTHONPATH": _PACKAGE_ROOT, "PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.SubprocessError):
+        return False
     return run.returncode == 0
 
 
@@ -216,10 +189,13 @@ def require(unsafe=False):
     """The one-line description of the isolation the grading will have; raises
     :class:`SandboxUnavailable` where students' code cannot be isolated and ``unsafe`` is not
     given, and, as root, where not even the user ``nobody`` can run this Python."""
+    memory = "a memory cgroup per submission" if memory_group_root() else \
+        "no memory cgroup (per-process limits only)"
     if bwrap_works():
         who = "as user nobody (dropped from root)" if os.geteuid() == 0 \
             else f"as uid {os.geteuid()} in a user namespace"
-        return f"bubblewrap sandbox (no network, private PID namespace, read-only files), {who}, rlimits"
+        return (f"bubblewrap sandbox (no network, private PID namespace, only the interpreter, "
+                f"the data and mathref without its checkers, read-only), {who}, rlimits, {memory}")
     if not unsafe:
         raise SandboxUnavailable("the grader will not run students' code without its sandbox: "
                                  + INSTALL_HINT)
@@ -228,7 +204,7 @@ def require(unsafe=False):
                                  "(the user nobody cannot run this Python); refusing even with "
                                  "--unsafe: install bubblewrap, or grade as an ordinary user")
     who = "as user nobody" if os.geteuid() == 0 else f"as uid {os.geteuid()}"
-    return f"UNSAFE: no sandbox (--unsafe), {who}, rlimits and an own session only"
+    return f"UNSAFE: no sandbox (--unsafe), {who}, rlimits and an own session only, {memory}"
 
 
 def _user_options(user):
@@ -237,22 +213,98 @@ def _user_options(user):
     return {"user": user[0], "group": user[1], "extra_groups": []}
 
 
-def command(argv, workdir, readable=(), hidden=(), limits=None, unsafe=False):
-    """(argv, Popen keyword arguments) to run ``argv`` sandboxed in ``workdir``. Raises
+# ----------------------------------------------------------------------------- memory cgroup
+
+_CGROUP_CANDIDATES = ("/sys/fs/cgroup/memory", "/sys/fs/cgroup")
+
+
+@functools.lru_cache(maxsize=None)
+def memory_group_root():
+    """The memory cgroup this process is in, if the grader (as root) can make groups in it:
+    cgroup v1's memory controller or cgroup v2; else None (then only per-process limits)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = [line.strip().split(":", 2) for line in f]
+    except OSError:
+        return None
+    for _, controllers, path in lines:
+        for base in _CGROUP_CANDIDATES:
+            v1 = "memory" in controllers.split(",") and base.endswith("/memory")
+            v2 = controllers == "" and not base.endswith("/memory")
+            limit = "memory.limit_in_bytes" if v1 else "memory.max"
+            folder = os.path.join(base, path.lstrip("/"))
+            if (v1 or v2) and os.path.isfile(os.path.join(folder, limit)) \
+                    and os.access(folder, os.W_OK):
+                return folder
+    return None
+
+
+def memory_group(name, limit):
+    """A new memory cgroup capping its processes together at ``limit`` bytes (no swap beyond
+    it where the kernel lets us say so), or None where none can be made."""
+    root = memory_group_root()
+    if root is None:
+        return None
+    folder = os.path.join(root, name)
+    try:
+        os.mkdir(folder)
+        v1 = os.path.exists(os.path.join(folder, "memory.limit_in_bytes"))
+        settings = ([("memory.limit_in_bytes", limit), ("memory.memsw.limit_in_bytes", limit)]
+                    if v1 else [("memory.max", limit), ("memory.swap.max", 0)])
+        for key, value in settings:
+            try:
+                with open(os.path.join(folder, key), "w") as f:
+                    f.write(str(int(value)))
+            except OSError:
+                if key in ("memory.limit_in_bytes", "memory.max"):
+                    raise
+    except OSError:
+        remove_memory_group(folder)
+        return None
+    return folder
+
+
+def remove_memory_group(folder):
+    """Remove a group made by :func:`memory_group` (its processes must be gone)."""
+    if folder:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+
+
+def _join_group(folder):
+    """A preexec_fn: the child joins the memory group before it runs anything."""
+    def join():
+        name = "tasks" if os.path.exists(os.path.join(folder, "tasks")) else "cgroup.procs"
+        with open(os.path.join(folder, name), "w") as f:
+            f.write(str(os.getpid()))
+    return join
+
+
+def command(argv, lib, workdir, readable=(), limits=None, unsafe=False, group=None):
+    """(argv, Popen keyword arguments, env included) to run ``argv`` sandboxed, with the
+    snapshot ``lib`` (a folder holding ``mathref``) on its PYTHONPATH. Under bubblewrap its
+    work folder is a fresh tmpfs (``workdir`` on the host is not seen); with ``unsafe`` and no
+    bubblewrap it is ``workdir``. ``group``: a memory cgroup to join. Raises
     :class:`SandboxUnavailable` as :func:`require` does."""
     require(unsafe)
     limits = dict(DEFAULT_LIMITS, **(limits or {}))
+    options = dict(start_new_session=True)
+    if group and (bwrap_works() or not unprivileged_user()):  # joined before the user changes
+        options["preexec_fn"] = _join_group(group)
     if bwrap_works():
         user = _nobody() if os.geteuid() == 0 else None
-        if user:
-            os.chown(workdir, *user)
-        full = _bwrap_argv(workdir, readable, hidden) + _launcher(limits, user) + list(argv)
-        return full, dict(cwd=str(workdir), start_new_session=True)
+        full = _bwrap_argv([lib, *readable], limits["disk"]) + _launcher(lib, limits, user) \
+            + list(argv)
+        return full, dict(options, cwd="/", env=environment(WORK, lib))
     user = unprivileged_user()
     if user:
         os.chown(workdir, *user)
-    return _launcher(limits) + list(argv), dict(cwd=str(workdir), start_new_session=True,
-                                                **_user_options(user))
+    return _launcher(lib, limits) + list(argv), dict(
+        options, cwd=str(workdir), env=environment(workdir, lib), **_user_options(user))
 
 
 def kill_group(process):

@@ -4,9 +4,10 @@ that the sandbox works here): ``selftest_assignment()`` and ``selftest_solutions
 Three exercises, each with a checker registered under a ``selftest-`` label (the verifier
 imports this module next to :mod:`mathref.checks`):
 
-- ``selftest-square``: ``square(x)`` on numbers and tensors;
+- ``selftest-square``: ``square(x)`` on numbers and tensors drawn from the ``generator`` the
+  grader passes (fresh inputs each run);
 - ``selftest-descent``: ``descend(df, x0, lr, steps)``, which calls back a function the checker
-  passes (the channel's callbacks);
+  passes (sent as its code and rebuilt in the worker: the grader serves no calls);
 - ``selftest-grad``: ``grad_of_sum_of_squares(x)`` = 2x *without autograd* (the worker applies
   :func:`mathref.checks.core.without_autograd`).
 """
@@ -22,11 +23,13 @@ CHECKS = {}  # label -> checker: kept out of mathref.checks.CHECKS (the course's
 
 
 @exercise("selftest-square")
-def check_selftest_square(square):
+def check_selftest_square(square, generator=None):
+    """Its inputs come from ``generator`` (the grader passes one seeded afresh each run)."""
     expect_callable(square, "square(x)")
-    for x in (0.0, 1.5, -3.0):
+    generator = generator if generator is not None else torch.Generator().manual_seed(0)
+    for x in [0.0] + (torch.randn(3, generator=generator, dtype=torch.float64) * 3).tolist():
         expect_close(square(x), x * x, f"square({x})")
-    x = torch.linspace(-2, 2, 5, dtype=torch.float64)
+    x = torch.randn(5, generator=generator, dtype=torch.float64)
     expect_tensor_close(square(x), x * x, "square of a tensor")
     return "x·x"
 

@@ -1,27 +1,34 @@
-"""The trusted side of a verification: ``python -m mathref.grade.verify JOB.json RESULT.json``.
+"""The trusted side of a verification: ``python -m mathref.grade.verify JOB.json RFD WFD OUTFD``.
 
-Started by the grader for one submission, with the grader's own snapshot of mathref first on
-``sys.path``. It imports the checkers here, before any student code runs, starts the
-student's worker in the sandbox, and for each exercise of the assignment asks the worker for the
-arguments the assignment's check cell passes, then runs the checker *in this process* on them.
-The student's functions are handles (:mod:`mathref.grade.rpc`): calling one sends the arguments
-to the worker and reads back data. The verdict is whatever the checker did here: it returned
-(``pass``), raised ExerciseCheckFailed (``fail`` or ``not attempted``), or the worker ran out of
-time or died (``timeout``, ``error``).
+Started by the grader (:func:`mathref.grade.execute._verify`) in a sandbox of its own, as an
+unprivileged user, next to the student's worker, which the grader starts in another sandbox;
+``RFD``/``WFD`` are the channel to that worker (:mod:`mathref.grade.rpc`), ``OUTFD`` is where
+the verdicts go, one JSON line per exercise. The checkers are imported here, from the grader's
+snapshot of mathref, before the worker is asked anything. For each exercise the worker runs
+the assignment's setup cell (once) and the student's solution cell, and sends back the
+arguments the assignment's check cell passes (handles to the student's functions); the
+checker runs *here* on them. Its verdict is what the checker did: it returned (``pass``),
+raised ExerciseCheckFailed (``fail`` or ``not attempted``), or the worker ran out of time or
+died (``timeout``, ``error``). After a timeout or a dead worker this process ends; the grader
+starts a fresh pair for the exercises left.
+
+Each run draws its inputs afresh: the job carries a secret seed (drawn by the grader for the
+grading run, never seen by the worker); every checker that takes a ``generator`` gets one
+seeded from it, and the global random generators are seeded from it before each checker.
 """
 import contextlib
+import inspect
 import io
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 
 import torch
 
 from mathref.checks import CHECKS, ExerciseCheckFailed, core
-from mathref.grade import rpc, sandbox
+from mathref.grade import rpc
 from mathref.grade import selftest  # noqa: F401  (registers the self-test checkers)
 
 _GENUINE_AUTOGRAD = (torch.autograd.grad, torch.autograd.backward, torch.Tensor.backward)
@@ -40,72 +47,12 @@ def _context():
 def _apply_context(context):
     try:
         state = context["rng"]
-        if isinstance(state, torch.Tensor) and state.shape == torch.get_rng_state().shape:
+        if isinstance(state, torch.Tensor) and state.shape == torch.get_rng_state().shape \
+                and state.dtype == torch.uint8:
             torch.set_rng_state(state)
         random.setstate(context["pyrandom"])
     except Exception:
         pass
-
-
-class Worker:
-    def __init__(self, job):
-        self.job = job
-        self.process = None
-        self.endpoint = None
-
-    def start(self, deadline):
-        to_worker_r, to_worker_w = os.pipe()
-        from_worker_r, from_worker_w = os.pipe()
-        argv, options = sandbox.command(
-            [sandbox.python(), "-m", "mathref.grade.worker", str(to_worker_r),
-             str(from_worker_w)], self.job["workdir"], readable=self.job["readable"],
-            hidden=self.job["hidden"], limits=self.job["limits"],
-            unsafe=self.job.get("unsafe", False))
-        self.process = subprocess.Popen(
-            argv, env=sandbox.environment(self.job["workdir"], self.job["pythonpath"]),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(to_worker_r, from_worker_w), **options)
-        os.close(to_worker_r)
-        os.close(from_worker_w)
-        self.endpoint = rpc.Endpoint(from_worker_r, to_worker_w, serve_private=True)
-        self.endpoint.context_out = _context
-        self.endpoint.context_in = _apply_context
-        self.endpoint.deadline = deadline
-        return self.ask({"kind": "setup", "source": self.job["setup"]})
-
-    def ask(self, message):
-        """Send one setup/prepare message; return the decoded value or raise."""
-        rpc.write_message(self.endpoint.wfd, message)
-        while True:
-            reply = rpc.read_message(self.endpoint.rfd, self.endpoint.deadline)
-            if isinstance(reply, dict) and reply.get("kind") == "prepared":
-                break
-            raise rpc.ChannelClosed("a malformed reply")
-        if "error" in reply:
-            type_name, text, where = (list(reply["error"]) + ["", "", ""])[:3]
-            raise _CellError(str(type_name), str(text), str(where))
-        return self.endpoint.decode(reply["value"])
-
-    def stop(self):
-        if self.process is not None:
-            try:
-                rpc.write_message(self.endpoint.wfd, {"kind": "bye"})
-            except BaseException:  # noqa: B036
-                pass
-            sandbox.kill_group(self.process)
-            for fd in (self.endpoint.rfd, self.endpoint.wfd):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self.process = None
-
-    def exit_detail(self):
-        if self.process is None:
-            return ""
-        try:
-            code = self.process.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            return ""
-        return f" (exit status {code})" if code >= 0 else f" (killed by signal {-code})"
 
 
 class _CellError(Exception):
@@ -114,78 +61,111 @@ class _CellError(Exception):
         self.type_name, self.text, self.where = type_name, text, where
 
 
+class Worker:
+    """The grader's end of the channel to the student's worker."""
+
+    def __init__(self, rfd, wfd):
+        self.endpoint = rpc.Endpoint(rfd, wfd, trusted=True)
+        self.endpoint.context_out = _context
+        self.endpoint.context_in = _apply_context
+
+    def ask(self, message, deadline):
+        """Send one setup/prepare message; return the decoded value or raise."""
+        self.endpoint.deadline = deadline
+        rpc.write_message(self.endpoint.wfd, message)
+        reply = rpc.read_message(self.endpoint.rfd, deadline)
+        if not isinstance(reply, dict) or reply.get("kind") != "prepared":
+            raise rpc.ChannelClosed("a malformed reply")
+        if "error" in reply:
+            type_name, text, where = (list(reply["error"]) + ["", "", ""])[:3]
+            raise _CellError(str(type_name)[:80], str(text)[:2000], str(where)[:80])
+        return self.endpoint.decode(reply["value"])
+
+
 def _one_line(text, limit=300):
     line = next((s.strip() for s in str(text).splitlines() if s.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def verify(job):
-    verdicts = {}
-    worker = Worker(job)
-    started = False
+def _takes_generator(checker):
+    try:
+        return "generator" in inspect.signature(checker).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def verify(job, worker, emit):
+    """Verify the job's exercises in order, ``emit(label, verdict, message)`` for each; stop
+    after a timeout or a dead worker (the grader goes on with a fresh one)."""
     setup_error = None
-    for exercise in job["exercises"]:
+    started = False
+    for number, exercise in enumerate(job["exercises"]):
         label = exercise["label"]
         if exercise["solution"] is None:
-            verdicts[label] = ("missing", exercise.get("why", "no solution cell for this exercise"))
+            emit(label, "missing", exercise.get("why", "no solution cell for this exercise"))
             continue
         checker = CHECKS.get(label) or selftest.CHECKS.get(label)
         if checker is None:
-            verdicts[label] = ("error", "the installed mathref has no checker for this label")
+            emit(label, "error", "the installed mathref has no checker for this label")
             continue
         if setup_error is not None:
-            verdicts[label] = setup_error
+            emit(label, *setup_error)
             continue
         deadline = time.monotonic() + job["exercise_timeout"]
+        seed = (int(job["seed"]) + 1_000_003 * number) % 2 ** 63
         try:
             if not started:
-                worker.start(deadline)
+                worker.ask({"kind": "setup", "source": job["setup"]}, deadline)
                 started = True
-            worker.endpoint.deadline = deadline
             args, kwargs = worker.ask({"kind": "prepare", "solution": exercise["solution"],
                                        "check": exercise["check"],
-                                       "checker": exercise["checker"]})
+                                       "checker": exercise["checker"]}, deadline)
+            if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+                raise rpc.ChannelClosed("a malformed reply")
+            kwargs.pop("generator", None)
+            if _takes_generator(checker):
+                kwargs["generator"] = torch.Generator().manual_seed(seed)
+            torch.manual_seed(seed)
+            random.seed(seed)
             with contextlib.redirect_stdout(io.StringIO()):
                 checker(*args, **kwargs)
-            verdicts[label] = ("pass", "")
+            emit(label, "pass", "")
         except ExerciseCheckFailed as failed:
             message = failed.message
             verdict = "not attempted" if message.startswith("not attempted") else "fail"
-            verdicts[label] = (verdict, _one_line(message))
+            emit(label, verdict, _one_line(message))
         except _CellError as err:
             if err.where == "the setup cell":
                 setup_error = ("error", _one_line(f"the setup cell failed in the sandbox: "
                                                   f"{err.type_name}: {err.text}"))
-                verdicts[label] = setup_error
+                emit(label, *setup_error)
             else:
-                verdicts[label] = ("error", _one_line(f"{err.where} raised {err.type_name}: "
-                                                      f"{err.text}"))
+                emit(label, "error", _one_line(f"{err.where} raised {err.type_name}: {err.text}"))
         except rpc.ChannelTimeout:
-            verdicts[label] = ("timeout", f"no answer within {job['exercise_timeout']} s")
-            worker.stop()
-            started = False
+            emit(label, "timeout", f"no answer within {job['exercise_timeout']} s")
+            return
         except rpc.ChannelClosed as err:
-            verdicts[label] = ("error", _one_line(
-                f"the solution's process ended during the check{worker.exit_detail()}: {err}"))
-            worker.stop()
-            started = False
+            emit(label, "error", _one_line(f"the solution's process ended or broke the "
+                                           f"channel during the check: {err}"))
+            return
         except Exception as err:  # the checker itself choked on what it was given
-            verdicts[label] = ("error", _one_line(f"the check could not run on this answer: "
-                                                  f"{type(err).__name__}: {err}"))
-    worker.stop()
-    return verdicts
+            emit(label, "error", _one_line(f"the check could not run on this answer: "
+                                           f"{type(err).__name__}: {err}"))
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     with open(argv[0], encoding="utf-8") as f:
         job = json.load(f)
+    worker = Worker(int(argv[1]), int(argv[2]))
+    out = os.fdopen(int(argv[3]), "w", encoding="utf-8")
     torch.set_num_threads(1)
-    verdicts = verify(job)
-    tmp = argv[1] + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"verdicts": verdicts}, f)
-    os.replace(tmp, argv[1])
+
+    def emit(label, verdict, message):
+        out.write(json.dumps([label, verdict, message]) + "\n")
+        out.flush()
+
+    verify(job, worker, emit)
     return 0
 
 

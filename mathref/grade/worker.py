@@ -6,7 +6,10 @@ solution cell, and the assignment's check cell with ``checks`` replaced by a rec
 captures the arguments the check cell would pass to the checker. Those arguments (data, or
 handles to the student's functions) go back to the grader, whose checker then calls them through
 the channel. Nothing this process prints, patches or returns reaches the checker's code: the
-grader reads its answers as data.
+grader reads its answers as data, and what the checker passes arrives here as data too (see
+:mod:`mathref.grade.rpc`). The exercise's rules (no autograd, forbidden functions) are applied
+here, where the student's code runs, but a grade never rests on them alone: the grader reads
+each solution cell before anything runs (:mod:`mathref.grade.policy`).
 """
 import random
 import sys
@@ -65,10 +68,21 @@ def _apply_context(endpoint, context):
         pass
 
 
+def _not_dumpable():
+    """No other process of the sandbox (one the student's code might start) may trace this
+    one or write its memory: prctl(PR_SET_DUMPABLE, 0), before any student code runs."""
+    import ctypes
+    import ctypes.util
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:     # PR_SET_DUMPABLE = 4
+        raise SystemExit("worker: could not make itself non-dumpable")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     rfd, wfd = int(argv[0]), int(argv[1])
-    endpoint = WorkerEndpoint(rfd, wfd, serve_private=True)
+    _not_dumpable()
+    endpoint = WorkerEndpoint(rfd, wfd, trusted=False)
     endpoint.context_in = lambda context: _apply_context(endpoint, context)
     endpoint.context_out = lambda: {"rng": torch.get_rng_state(),
                                     "pyrandom": random.getstate()}
@@ -90,6 +104,7 @@ def main(argv=None):
             elif op == "prepare":
                 endpoint.objects.clear()
                 endpoint.sent.clear()
+                endpoint.origin.clear()
                 endpoint.no_autograd = False
                 endpoint.forbid = ()
                 namespace = dict(base)
