@@ -24,7 +24,7 @@ from tests.output_compare import Tolerance, compare
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_NOTEBOOKS = ROOT / "notebooks"
 TIMES_FILE = Path(os.environ.get("NBVAL_TIMES_FILE", ROOT / "_build" / "notebook_times.txt"))
-BUDGET_S = {"01": 60, "13": 180, "14": 200, "15": 120}  # every other chapter: 90 s
+BUDGET_S = {"01": 60, "13": 180, "14": 200, "15": 120, "16": 150}  # every other chapter: 90 s
 DEFAULT_BUDGET_S = 90
 BUDGET_FACTOR = float(os.environ.get("NBVAL_BUDGET_FACTOR", "1"))
 

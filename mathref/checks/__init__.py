@@ -18,3 +18,4 @@ from mathref.checks.ch12 import *  # noqa: F401,F403
 from mathref.checks.ch13 import *  # noqa: F401,F403
 from mathref.checks.ch14 import *  # noqa: F401,F403
 from mathref.checks.ch15 import *  # noqa: F401,F403
+from mathref.checks.ch16 import *  # noqa: F401,F403

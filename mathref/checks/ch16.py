@@ -1,0 +1,748 @@
+"""Checkers for chapter 16: the learner builds the course's GPT from its parts.
+
+Every model part is compared with the matching mathref module given the same weights, in
+float64: the output, and (when the answer runs in this process) the gradients of a random
+projection of the output with respect to the inputs and every weight. The parts a solution
+receives as arguments (``parts``, ``rope``) are the checker's own plain-PyTorch versions, so
+that each exercise tests one piece. Each checker takes ``generator`` (a torch.Generator; None:
+a fixed seed) from which it draws its test inputs.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from mathref.checks.ch13 import ATTENTION_CALLS
+from mathref.checks.core import CheckFailure, exercise, expect, expect_callable
+
+__all__ = ["check_ch16_rms_norm", "check_ch16_rope", "check_ch16_swiglu",
+           "check_ch16_attention", "check_ch16_block", "check_ch16_gpt_forward",
+           "check_ch16_adamw", "check_ch16_schedule", "check_ch16_clip", "check_ch16_generate"]
+
+# What a model part may not call: whole attention (chapter 13's list), the norms, RoPE, the
+# FFN and the model of mathref and PyTorch.
+NORM_CALLS = ("torch.nn.functional.rms_norm", "torch.rms_norm", "torch.nn.functional.layer_norm",
+              "torch.layer_norm", "torch.nn.RMSNorm.forward", "torch.nn.LayerNorm.forward",
+              "torch.ops.aten.rms_norm", "torch.ops.aten._fused_rms_norm",
+              "torch.ops.aten.native_layer_norm",
+              "mathref.norm.rms_norm", "mathref.norm.layer_norm", "mathref.norm.RMSNorm.forward",
+              "mathref.norm.LayerNorm.forward", "mathref.norm.RMSNormFunction.forward")
+MODEL_CALLS = ATTENTION_CALLS + NORM_CALLS + (
+    "mathref.positions.apply_rope", "mathref.positions.rope_cache",
+    "mathref.positions.rope_frequencies", "mathref.transformer.FeedForward.forward",
+    "mathref.nn.swiglu", "mathref.gpt.Block.forward", "mathref.gpt.GPT.forward",
+    "mathref.gpt.KVCache.update", "torch.nn.Transformer.forward",
+    "torch.nn.TransformerDecoderLayer.forward", "torch.nn.TransformerEncoderLayer.forward")
+OPTIMIZER_CALLS = ("torch.optim.AdamW.step", "torch.optim.Adam.step", "torch.optim.adamw.adamw",
+                   "torch.optim.adam.adam", "torch.optim.Optimizer.step",
+                   "mathref.optim.Adam.step", "mathref.optim.Adam._step_plain",
+                   "mathref.optim.Adam._step_foreach")
+SCHEDULE_CALLS = ("mathref.optim.warmup_cosine", "mathref.train.lr_at",
+                  "torch.optim.lr_scheduler.LRScheduler.step",
+                  "torch.optim.lr_scheduler.CosineAnnealingLR.get_lr",
+                  "torch.optim.lr_scheduler.LambdaLR.get_lr")
+CLIP_CALLS = ("mathref.optim.clip_grad_norm_", "torch.nn.utils.clip_grad_norm_",
+              "torch.nn.utils.clip_grads_with_norm_", "torch.nn.utils.get_total_norm")
+GENERATE_CALLS = ("mathref.gpt.generate", "mathref.gpt.sample_next", "mathref.gpt.beam_search")
+
+_MODEL_BECAUSE = ("build it from PyTorch tensor operations yourself (no ready-made norm, RoPE, "
+                  "attention, feed-forward or model)")
+
+
+def _gen(generator, seed):
+    return generator if generator is not None else torch.Generator().manual_seed(seed)
+
+
+def _randn(g, *shape, scale=1.0):
+    return torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+
+
+# ---- the checker's own parts, in plain PyTorch (handed to solutions that compose them) -----
+def _rms(x, weight, eps=1e-5):
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def _rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    theta = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    angle = torch.as_tensor(positions).to(torch.float64)[:, None] * theta
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+def _mlp(x, w_gate, w_up, w_down):
+    return (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+def _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    B, T, d = x.shape
+    d_k = d // n_head
+
+    def split(t):
+        return t.view(B, T, n_head, d_k).transpose(1, 2)
+
+    q, k, v = split(x @ w_q.T), split(x @ w_k.T), split(x @ w_v.T)
+    start = 0 if cache is None else cache[0].shape[-2]
+    positions = torch.arange(start, start + T)
+    q, k = rope(q, positions), rope(k, positions)
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=-2), torch.cat([cache[1], v], dim=-2)
+    S = k.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    allowed = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+    weights = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+    return (weights @ v).transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)
+
+
+def _block(x, p, n_head, parts, cache=None):
+    h, cache = parts["attention"](parts["norm"](x, p["ln_1.weight"]), p["attn.w_q.weight"],
+                                  p["attn.w_k.weight"], p["attn.w_v.weight"],
+                                  p["attn.w_o.weight"], n_head, parts["rope"], cache)
+    x = x + h
+    x = x + parts["mlp"](parts["norm"](x, p["ln_2.weight"]), p["mlp.gate.weight"],
+                         p["mlp.fc.weight"], p["mlp.proj.weight"])
+    return x, cache
+
+
+PARTS = {"norm": _rms, "rope": _rope, "mlp": _mlp, "attention": _attention, "block": _block}
+
+
+# ---- mathref references ---------------------------------------------------------------------
+def _config(d_model, n_head, n_layer=1, vocab_size=11, block_size=32):
+    from mathref.gpt import GPTConfig
+    return GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer,
+                     n_head=n_head, d_model=d_model, style="modern", activation="swiglu",
+                     qk_norm=False, fused=False)
+
+
+def _randomize(module, g):
+    """Weights of size O(1/√fan_in) and norm gains near 1: every entry matters."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if p.dim() == 1:
+                p.copy_(1 + 0.3 * _randn(g, *p.shape))
+            else:
+                p.copy_(_randn(g, *p.shape, scale=1 / math.sqrt(p.shape[-1])))
+    return module
+
+
+def _leaves(tensors):
+    return [t.detach().clone().requires_grad_(True) for t in tensors]
+
+
+def _float64(got, what):
+    expect(isinstance(got, torch.Tensor), f"{what} must be a tensor, got {type(got).__name__}")
+    expect(got.dtype == torch.float64, f"{what} is {got.dtype}, but the inputs are float64: keep "
+                                       f"the computation in the inputs' dtype")
+    return got
+
+
+def _close(got, want, what, tol=1e-9, diagnose=None):
+    got = _float64(got, what)
+    expect(tuple(got.shape) == tuple(want.shape),
+           f"{what}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}")
+    err = (got.detach() - want.detach()).abs().max().item() if want.numel() else 0.0
+    if not err < tol * max(1.0, want.detach().abs().max().item()):
+        why = diagnose(got.detach()) if diagnose else ""
+        raise CheckFailure(f"{what}: largest difference from mathref's is {err:.3g}{why}")
+
+
+def _diagnosis(got, mistakes):
+    for output, why in mistakes:
+        if tuple(got.shape) == tuple(output.shape) and torch.allclose(got, output, rtol=1e-8,
+                                                                     atol=1e-10):
+            return f" ({why})"
+    return ""
+
+
+def _compare_grads(got_out, leaves, want_out, want_leaves, names, g):
+    """Gradients of ⟨probe, output⟩ w.r.t. every leaf, the learner's against mathref's. Skipped
+    when the output carries no graph (an answer running in the grader's other process)."""
+    if getattr(got_out, "grad_fn", None) is None:
+        expect(got_out.requires_grad, "your output does not depend on the inputs through "
+               "autograd (a .detach(), .item(), torch.no_grad() or a new tensor built from "
+               "numbers breaks the graph): the model could not be trained")
+        return
+    probe = _randn(g, *want_out.shape)
+    got = torch.autograd.grad((got_out * probe).sum(), leaves, allow_unused=True)
+    want = torch.autograd.grad((want_out * probe).sum(), want_leaves, allow_unused=True)
+    for name, a, b in zip(names, got, want):
+        expect(a is not None, f"the output does not depend on {name}")
+        err = (a - b).abs().max().item()
+        expect(err < 1e-9 * max(1.0, b.abs().max().item()),
+               f"the gradient with respect to {name} differs from mathref's by {err:.3g}")
+
+
+# ---- exercises -------------------------------------------------------------------------------
+@exercise("ch16-rms-norm", forbid=MODEL_CALLS, because=_MODEL_BECAUSE)
+def check_ch16_rms_norm(rms_norm, generator=None):
+    """rms_norm(x, weight, eps) against mathref.norm.RMSNorm."""
+    expect_callable(rms_norm, "rms_norm(x, weight, eps)")
+    from mathref.norm import RMSNorm
+    g = _gen(generator, 1601)
+    for shape, scale, eps in (((2, 3, 8), 1.0, 1e-5), ((4, 6), 0.2, 0.05), ((1, 5, 16), 3.0, 1.0)):
+        d = shape[-1]
+        ref = RMSNorm(d, eps=eps).double()
+        with torch.no_grad():
+            ref.weight.copy_(1 + 0.5 * _randn(g, d))
+        x = _randn(g, *shape, scale=scale) + 0.3 * scale
+        x_ref = x.clone().requires_grad_(True)
+        want = ref(x_ref)
+        leaves = _leaves([x, ref.weight])
+        got = rms_norm(leaves[0], leaves[1], eps)
+        w = ref.weight.detach()
+        ms = x.pow(2).mean(-1, keepdim=True)
+        mistakes = ((x / (ms.sqrt() + eps) * w, "ε goes inside the square root: "
+                     "x / √(mean(x²) + ε)"),
+                    ((x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False,
+                                                                       keepdim=True) + eps) * w,
+                     "this is LayerNorm: RMSNorm does not subtract the mean"),
+                    (x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w,
+                     "divide by the root of the mean of the squares, not of their sum"),
+                    (x / torch.sqrt(ms + eps), "multiply by the gain `weight`"))
+        _close(got, want, f"x of shape {shape}, eps={eps}",
+               diagnose=lambda out: _diagnosis(out, mistakes))
+        _compare_grads(got, leaves, want, [x_ref, ref.weight], ["x", "weight"], g)
+    return "x / √(mean(x²) + ε) ⊙ γ, outputs and gradients as mathref's RMSNorm"
+
+
+@exercise("ch16-rope", forbid=MODEL_CALLS, because=_MODEL_BECAUSE)
+def check_ch16_rope(apply_rope, generator=None):
+    """apply_rope(x, positions, base) against mathref.positions.apply_rope (half layout)."""
+    expect_callable(apply_rope, "apply_rope(x, positions, base)")
+    from mathref.positions import apply_rope as ref_rope
+    g = _gen(generator, 1602)
+    for shape, start, base in (((2, 3, 5, 8), 0, 10000.0), ((1, 2, 4, 16), 7, 10000.0),
+                               ((3, 1, 6, 4), 3, 100.0), ((2, 7, 4), 0, 10000.0)):
+        T, d = shape[-2], shape[-1]
+        positions = torch.arange(start, start + T)
+        x = _randn(g, *shape)
+        x_ref = x.clone().requires_grad_(True)
+        want = ref_rope(x_ref, positions=positions, base=base)
+        leaves = _leaves([x])
+        got = apply_rope(leaves[0], positions, base)
+        theta = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+        angle = positions.double()[:, None] * theta
+        x1a, x2a = x[..., 0::2], x[..., 1::2]
+        adjacent = torch.stack([x1a * angle.cos() - x2a * angle.sin(),
+                                x1a * angle.sin() + x2a * angle.cos()], -1).flatten(-2)
+        mistakes = ((ref_rope(x, positions=-positions, base=base),
+                     "you rotate by −m·θ_i: position m rotates by +m·θ_i, "
+                     "R = [[cos, −sin], [sin, cos]]"),
+                    (adjacent, "you paired adjacent entries (x_0, x_1), …: the course's layout "
+                               "pairs x_i with x_(i + d/2)"),
+                    (ref_rope(x, base=base), "rotate position m = positions[t], not t"))
+        _close(got, want, f"x of shape {shape}, positions {start}…{start + T - 1}, base {base:g}",
+               diagnose=lambda out: _diagnosis(out, mistakes))
+        _compare_grads(got, leaves, want, [x_ref], ["x"], g)
+    return "pairs (x_i, x_(i+d/2)) rotated by m·θ_i, θ_i = base^(−2i/d)"
+
+
+@exercise("ch16-swiglu", forbid=MODEL_CALLS, because=_MODEL_BECAUSE)
+def check_ch16_swiglu(swiglu_mlp, generator=None):
+    """swiglu_mlp(x, w_gate, w_up, w_down) against mathref.transformer.FeedForward('swiglu')."""
+    expect_callable(swiglu_mlp, "swiglu_mlp(x, w_gate, w_up, w_down)")
+    from mathref.transformer import FeedForward
+    g = _gen(generator, 1603)
+    for B, T, d, d_ff in ((2, 3, 8, 24), (1, 5, 16, 40), (3, 2, 4, 8)):
+        ref = _randomize(FeedForward(d, d_ff, "swiglu", bias=False).double(), g)
+        x = _randn(g, B, T, d)
+        x_ref = x.clone().requires_grad_(True)
+        want = ref(x_ref)
+        ws = [ref.gate.weight, ref.fc.weight, ref.proj.weight]
+        leaves = _leaves([x] + ws)
+        got = swiglu_mlp(*leaves)
+        wg, wu, wd = (w.detach() for w in ws)
+        mistakes = (((F.silu(x @ wu.T) * (x @ wg.T)) @ wd.T,
+                     "SiLU acts on the gate x·W_gateᵀ, the other factor x·W_upᵀ is linear"),
+                    ((torch.relu(x @ wg.T) * (x @ wu.T)) @ wd.T, "the gate uses SiLU, "
+                                                               "z·σ(z), not ReLU"),
+                    (F.silu((x @ wg.T) * (x @ wu.T)) @ wd.T, "multiply SiLU(gate) by the "
+                                                             "value; do not apply SiLU to the product"),
+                    ((torch.sigmoid(x @ wg.T) * (x @ wu.T)) @ wd.T,
+                     "SiLU(z) = z·σ(z), not σ(z) (that is the GLU)"))
+        _close(got, want, f"x of shape {(B, T, d)}, d_ff={d_ff}",
+               diagnose=lambda out: _diagnosis(out, mistakes))
+        _compare_grads(got, leaves, want, [x_ref] + ws, ["x", "w_gate", "w_up", "w_down"], g)
+    return "(SiLU(x W_gateᵀ) ⊙ x W_upᵀ) W_downᵀ"
+
+
+def _attention_case(g, B, T, d, H):
+    from mathref.gpt import CausalSelfAttention
+    from mathref.positions import rope_cache
+    ref = _randomize(CausalSelfAttention(_config(d, H)).double(), g)
+    cos, sin = rope_cache(torch.arange(T), d // H, dtype=torch.float64)
+    return ref, (cos, sin)
+
+
+def _unpack_attention(result, what):
+    expect(isinstance(result, (tuple, list)) and len(result) == 2,
+           f"{what} must return the pair (out, cache), got {type(result).__name__}")
+    out, cache = result
+    expect(isinstance(cache, (tuple, list)) and len(cache) == 2
+           and all(isinstance(t, torch.Tensor) for t in cache),
+           f"{what}: the cache must be the pair of tensors (k, v), got {type(cache).__name__}")
+    return out, tuple(cache)
+
+
+@exercise("ch16-attention", forbid=MODEL_CALLS, because=_MODEL_BECAUSE)
+def check_ch16_attention(causal_self_attention, generator=None):
+    """causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache) → (out, (k, v)),
+    against mathref.gpt.CausalSelfAttention (RoPE, no biases, no QK-norm) with its KVCache."""
+    expect_callable(causal_self_attention,
+                    "causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None)")
+    from mathref.gpt import KVCache
+    g = _gen(generator, 1604)
+    for B, T, d, H in ((2, 6, 8, 2), (1, 5, 16, 4), (3, 4, 8, 1)):
+        ref, rope = _attention_case(g, B, T, d, H)
+        x = _randn(g, B, T, d)
+        x_ref = x.clone().requires_grad_(True)
+        want = ref(x_ref, rope=rope)
+        ws = [ref.w_q.weight, ref.w_k.weight, ref.w_v.weight, ref.w_o.weight]
+        leaves = _leaves([x] + ws)
+        case = f"B={B}, T={T}, d_model={d}, n_head={H}"
+        got, (k, v) = _unpack_attention(
+            causal_self_attention(*leaves, H, _rope), "causal_self_attention")
+        W = [w.detach() for w in ws]
+        d_k = d // H
+
+        def variant(causal=True, rope_v=False, scale=d_k):
+            split = lambda t: t.view(B, T, H, d_k).transpose(1, 2)   # noqa: E731
+            pos = torch.arange(T)
+            q, kk, vv = split(x @ W[0].T), split(x @ W[1].T), split(x @ W[2].T)
+            q, kk = _rope(q, pos), _rope(kk, pos)
+            if rope_v:
+                vv = _rope(vv, pos)
+            s = q @ kk.transpose(-2, -1) / math.sqrt(scale)
+            if causal:
+                s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+            return (s.softmax(-1) @ vv).transpose(1, 2).reshape(B, T, d) @ W[3].T
+
+        mistakes = ((variant(causal=False), "the causal mask is missing: query t may see keys "
+                                            "0…t only"),
+                    (variant(rope_v=True), "RoPE rotates the queries and keys only, never the "
+                                           "values"),
+                    (variant(scale=d), "scale the scores by 1/√d_k with d_k = d_model/n_head"))
+        _close(got, want, case, diagnose=lambda out: _diagnosis(out, mistakes))
+        _compare_grads(got, leaves, want, [x_ref] + ws, ["x", "w_q", "w_k", "w_v", "w_o"], g)
+        # the cache: the rotated keys and the values of every position, [B, H, T, d_k]
+        cache = KVCache(1)
+        with torch.no_grad():
+            ref(x, rope=rope, cache=cache)
+        _close(k, cache.keys[0], f"{case}: the returned keys (rotated, [B, n_head, T, d_k])")
+        _close(v, cache.values[0], f"{case}: the returned values ([B, n_head, T, d_k])")
+        # decoding: a prefix, then one position at a time, must give the full rows
+        with torch.no_grad():
+            split_at = T // 2
+            out, cache = _unpack_attention(causal_self_attention(
+                x[:, :split_at], *W, H, _rope, None), "causal_self_attention")
+            pieces = [out]
+            for t in range(split_at, T):
+                out, cache = _unpack_attention(causal_self_attention(
+                    x[:, t:t + 1], *W, H, _rope, cache), "causal_self_attention with a cache")
+                pieces.append(out)
+            expect(tuple(cache[0].shape) == (B, H, T, d_k),
+                   f"{case}: after decoding all {T} positions the key cache must be "
+                   f"{[B, H, T, d_k]}, got {list(cache[0].shape)}")
+            _close(torch.cat(pieces, dim=1), want, f"{case}: decoding with the cache (a prefix "
+                   f"of {split_at}, then one position at a time)", diagnose=lambda out: (
+                       " (new positions start at S = the cache's length: rotate them there, "
+                       "and let them see every cached key)"))
+    return "RoPE on q and k at their positions, causal softmax(QKᵀ/√d_k)V, W_o; the cache decodes"
+
+
+BLOCK_KEYS = ("ln_1.weight", "attn.w_q.weight", "attn.w_k.weight", "attn.w_v.weight",
+              "attn.w_o.weight", "ln_2.weight", "mlp.gate.weight", "mlp.fc.weight",
+              "mlp.proj.weight")
+
+
+@exercise("ch16-block", forbid=MODEL_CALLS, because=_MODEL_BECAUSE)
+def check_ch16_block(block_forward, generator=None):
+    """block_forward(x, params, n_head, parts, cache) → (x, cache) against mathref.gpt.Block."""
+    expect_callable(block_forward, "block_forward(x, params, n_head, parts, cache=None)")
+    from mathref.gpt import Block
+    g = _gen(generator, 1605)
+    for B, T, d, H in ((2, 5, 8, 2), (1, 4, 16, 4)):
+        ref = _randomize(Block(_config(d, H)).double(), g)
+        from mathref.positions import rope_cache
+        rope = rope_cache(torch.arange(T), d // H, dtype=torch.float64)
+        x = _randn(g, B, T, d)
+        x_ref = x.clone().requires_grad_(True)
+        want = ref(x_ref, rope=rope)
+        named = dict(ref.named_parameters())
+        expect(set(named) == set(BLOCK_KEYS), "internal: mathref's Block changed its names")
+        ws = [named[k] for k in BLOCK_KEYS]
+        leaves = _leaves([x] + ws)
+        params = dict(zip(BLOCK_KEYS, leaves[1:]))
+        result = block_forward(leaves[0], params, H, dict(PARTS), None)
+        expect(isinstance(result, (tuple, list)) and len(result) == 2,
+               "block_forward must return the pair (x, cache)")
+        got = result[0]
+        p = {k: w.detach() for k, w in zip(BLOCK_KEYS, ws)}
+
+        def attn(h):
+            return _attention(h, p["attn.w_q.weight"], p["attn.w_k.weight"], p["attn.w_v.weight"],
+                              p["attn.w_o.weight"], H, _rope)[0]
+
+        def mlp(h):
+            return _mlp(h, p["mlp.gate.weight"], p["mlp.fc.weight"], p["mlp.proj.weight"])
+
+        n1 = lambda h: _rms(h, p["ln_1.weight"])   # noqa: E731
+        n2 = lambda h: _rms(h, p["ln_2.weight"])   # noqa: E731
+        post = n1(x + attn(x))
+        mid = x + attn(n1(x))
+        mistakes = ((n2(post + mlp(post)), "this is the post-norm block: pre-norm normalizes only "
+                                           "the sub-layer's input, x + Sublayer(Norm(x))"),
+                    (mlp(n2(attn(n1(x)))), "the residual connections are missing"),
+                    (mid + mlp(n1(mid)), "the second sub-layer uses ln_2, not ln_1"),
+                    (x + attn(n1(x)) + mlp(n2(x)), "the MLP reads the stream after the "
+                                                   "attention's update, not the block's input"))
+        _close(got, want, f"B={B}, T={T}, d_model={d}, n_head={H}",
+               diagnose=lambda out: _diagnosis(out, mistakes))
+        _compare_grads(got, leaves, want, [x_ref] + ws, ["x"] + list(BLOCK_KEYS), g)
+        with torch.no_grad():   # the cache passes through the attention
+            _, cache = block_forward(x[:, :T - 1], p, H, dict(PARTS), None)
+            last, cache = block_forward(x[:, T - 1:], p, H, dict(PARTS), cache)
+            expect(isinstance(cache, (tuple, list)) and len(cache) == 2,
+                   "return the attention's cache (k, v) as the block's cache")
+            _close(last, want[:, T - 1:], "the last position, decoded with the cache of the "
+                   "others", diagnose=lambda out: " (pass `cache` to the attention and return "
+                                                   "the cache it gives back)")
+    return "x + Attn(RMSNorm₁(x)), then x + MLP(RMSNorm₂(x))"
+
+
+def _gpt_case(g, vocab, d, H, L):
+    from mathref.gpt import GPT
+    from mathref.positions import rope_cache
+    model = _randomize(GPT(_config(d, H, n_layer=L, vocab_size=vocab)).double(), g)
+    # the angles in float64 too (the model's buffers were computed in float32)
+    cos, sin = rope_cache(torch.arange(model.config.block_size), d // H, dtype=torch.float64)
+    model.rope_cos, model.rope_sin = cos, sin
+    return model
+
+
+def _unpack_gpt(result, what):
+    expect(isinstance(result, (tuple, list)) and len(result) == 2,
+           f"{what} must return the pair (logits, caches), got {type(result).__name__}")
+    return result
+
+
+@exercise("ch16-gpt-forward", forbid=MODEL_CALLS, because=_MODEL_BECAUSE)
+def check_ch16_gpt_forward(gpt_forward, generator=None):
+    """gpt_forward(idx, params, n_head, n_layer, parts, caches) → (logits, caches) against
+    mathref.GPT (modern style: RoPE, RMSNorm, SwiGLU, untied head, no biases, no QK-norm)."""
+    expect_callable(gpt_forward, "gpt_forward(idx, params, n_head, n_layer, parts, caches=None)")
+    g = _gen(generator, 1606)
+    for B, T, vocab, d, H, L in ((2, 6, 11, 8, 2, 2), (1, 5, 13, 16, 4, 1), (3, 4, 7, 8, 1, 3)):
+        model = _gpt_case(g, vocab, d, H, L)
+        idx = torch.randint(vocab, (B, T), generator=g)
+        want, _ = model(idx)
+        names = [n for n, _ in model.named_parameters()]
+        ws = [p for _, p in model.named_parameters()]
+        leaves = _leaves(ws)
+        params = dict(zip(names, leaves))
+        logits, caches = _unpack_gpt(gpt_forward(idx, params, H, L, dict(PARTS), None),
+                                     "gpt_forward")
+        p = {n: w.detach() for n, w in zip(names, ws)}
+
+        def run(final_norm=True, head="lm_head.weight", emb_scale=1.0):
+            x = p["tok_emb.weight"][idx] * emb_scale
+            for i in range(L):
+                sub = {k: p[f"blocks.{i}.{k}"] for k in BLOCK_KEYS}
+                x, _ = _block(x, sub, H, PARTS)
+            if final_norm:
+                x = _rms(x, p["ln_f.weight"])
+            return x @ p[head].T
+
+        mistakes = ((run(final_norm=False), "apply the final RMSNorm (ln_f) before the head"),
+                    (run(head="tok_emb.weight"), "this model's head is its own matrix "
+                                                 "lm_head.weight, not the embedding (untied)"),
+                    (run(emb_scale=math.sqrt(d)), "the embedding rows are used as they are, "
+                                                  "not scaled by √d_model"))
+        case = f"B={B}, T={T}, vocab={vocab}, d_model={d}, n_head={H}, n_layer={L}"
+        _close(logits, want, case, diagnose=lambda out: _diagnosis(out, mistakes))
+        _compare_grads(logits, leaves, want, ws, names, g)
+        expect(isinstance(caches, (tuple, list)) and len(caches) == L,
+               f"{case}: return one cache per block ({L}), got "
+               f"{len(caches) if isinstance(caches, (tuple, list)) else type(caches).__name__}")
+        with torch.no_grad():   # a prefix, then one token with the caches
+            _, caches = _unpack_gpt(gpt_forward(idx[:, :-1], p, H, L, dict(PARTS), None),
+                                    "gpt_forward")
+            last, caches = _unpack_gpt(gpt_forward(idx[:, -1:], p, H, L, dict(PARTS), caches),
+                                       "gpt_forward with caches")
+            _close(last, want[:, -1:], f"{case}: the last position decoded with the caches",
+                   diagnose=lambda out: " (give block i the cache caches[i] and return the "
+                                        "list of the caches the blocks give back)")
+    return "logits = RMSNorm(blocks(E[idx])) W_headᵀ, equal to mathref.GPT's"
+
+
+def _triple(result, what):
+    expect(isinstance(result, (tuple, list)) and len(result) == 3,
+           f"{what} must return the triple (p, m, v), got {type(result).__name__}")
+    return [_float64(t, what) for t in result]
+
+
+@exercise("ch16-adamw", forbid=OPTIMIZER_CALLS,
+          because="write the AdamW update from its equations yourself")
+def check_ch16_adamw(adamw_update, generator=None):
+    """adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay) → (p, m, v), five steps
+    against mathref.optim.AdamW."""
+    expect_callable(adamw_update, "adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay)")
+    from mathref.optim import AdamW
+    gen = _gen(generator, 1607)
+    for shape, lr, betas, eps, wd in (((3, 4), 0.1, (0.9, 0.999), 1e-8, 0.1),
+                                      ((5,), 0.03, (0.8, 0.95), 1e-3, 0.5),
+                                      ((2, 2), 0.2, (0.9, 0.99), 1e-8, 0.0)):
+        theta = _randn(gen, *shape)
+        ref = torch.nn.Parameter(theta.clone())
+        opt = AdamW([ref], lr=lr, betas=betas, eps=eps, weight_decay=wd)
+        p, m, v = theta.clone(), torch.zeros(shape, dtype=torch.float64), \
+            torch.zeros(shape, dtype=torch.float64)
+        for t in range(1, 6):
+            grad = _randn(gen, *shape, scale=10.0 ** (t % 3 - 1))
+            step_lr = lr * t / 5                    # the rate changes from step to step
+            opt.param_groups[0]["lr"] = step_lr
+            ref.grad = grad.clone()
+            opt.step()
+            before = (p, m, v)
+            p, m, v = _triple(adamw_update(p.clone(), grad.clone(), m.clone(), v.clone(), t,
+                                           step_lr, betas, eps, wd), "adamw_update")
+            want_m, want_v = opt.state[ref]["exp_avg"], opt.state[ref]["exp_avg_sq"]
+            case = f"step t={t} (lr={step_lr:g}, betas={betas}, eps={eps:g}, weight_decay={wd:g})"
+            why = _adamw_mistakes(*before, grad, t, step_lr, betas, eps, wd)
+            _close(m, want_m, f"{case}: the first moment m",
+                   diagnose=lambda out: _diagnosis(out, [(w[1], text) for w, text in why]))
+            _close(v, want_v, f"{case}: the second moment v",
+                   diagnose=lambda out: _diagnosis(out, [(w[2], text) for w, text in why]))
+            _close(p, ref.detach(), f"{case}: the parameters", tol=1e-12,
+                   diagnose=lambda out: _diagnosis(out, [(w[0], text) for w, text in why]))
+    return "θ ← (1 − ηλ)θ − η·m̂/(√v̂ + ε), m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ)"
+
+
+def _adamw_variant(p, m, v, g, t, lr, betas, eps, wd, l2=False, correct=True, decay_lr=True):
+    if l2:
+        g = g + wd * p
+    else:
+        p = p * (1 - (lr if decay_lr else 1.0) * wd)
+    m = betas[0] * m + (1 - betas[0]) * g
+    v = betas[1] * v + (1 - betas[1]) * g * g
+    m_hat, v_hat = (m / (1 - betas[0] ** t), v / (1 - betas[1] ** t)) if correct else (m, v)
+    return p - lr * m_hat / (v_hat.sqrt() + eps), m, v
+
+
+def _adamw_mistakes(p, m, v, g, t, lr, betas, eps, wd):
+    """The results of the common mistakes, each with its explanation (for the messages)."""
+    args = (p, m, v, g, t, lr, betas, eps, wd)
+    return [(_adamw_variant(*args, l2=True), "the decay λθ was added to the gradient: that is "
+             "Adam with L2; AdamW subtracts ηλθ from θ directly, outside m and v"),
+            (_adamw_variant(*args, correct=False), "the bias correction is missing: divide m by "
+             "1 − β₁ᵗ and v by 1 − β₂ᵗ"),
+            (_adamw_variant(*args, decay_lr=False), "the decay is θ ← (1 − ηλ)θ: it is "
+             "multiplied by the learning rate")]
+
+
+@exercise("ch16-schedule", forbid=SCHEDULE_CALLS,
+          because="write the warm-up and the cosine from their formulas yourself")
+def check_ch16_schedule(warmup_cosine_lr, generator=None):
+    """warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min) against
+    mathref.optim.warmup_cosine at every step 0 … total_steps + 3."""
+    expect_callable(warmup_cosine_lr,
+                    "warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min)")
+    from mathref.optim import warmup_cosine
+    g = _gen(generator, 1608)
+    cases = [(10, 50, 1e-3, 1e-4), (1, 7, 0.5, 0.0), (4, 5, 2.0, 1.0)]
+    W = int(torch.randint(2, 20, (1,), generator=g))
+    cases.append((W, W + int(torch.randint(1, 40, (1,), generator=g)), 3e-3, 3e-4))
+    for W, T, lr_max, lr_min in cases:
+        for step in range(T + 4):
+            want = warmup_cosine(step, W, T, lr_max, lr_min)
+            got = warmup_cosine_lr(step, W, T, lr_max, lr_min)
+            try:
+                got = float(got)
+            except (TypeError, ValueError, RuntimeError):
+                raise CheckFailure(f"warmup_cosine_lr must return a number, got "
+                                   f"{type(got).__name__}") from None
+            if not math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-15):
+                why = ""
+                if step < W and math.isclose(got, lr_max * step / W, rel_tol=1e-9):
+                    why = (" (off by one: step 0 already uses η_max/W and step W − 1 uses "
+                           "η_max, η = η_max·(step + 1)/W)")
+                elif step >= W and math.isclose(got, lr_min + 0.5 * (lr_max - lr_min) * (
+                        1 + math.cos(math.pi * min(step, T) / T)), rel_tol=1e-9):
+                    why = " (the cosine runs over the T − W steps after the warm-up)"
+                elif step > T:
+                    why = " (after total_steps the rate stays at lr_min)"
+                raise CheckFailure(f"warmup {W}, total {T}, lr_max {lr_max:g}, lr_min "
+                                   f"{lr_min:g}: at step {step} expected {want:.10g}, got "
+                                   f"{got:.10g}{why}")
+    return "η_max·(s+1)/W, then η_min + ½(η_max − η_min)(1 + cos(π(s − W)/(T − W)))"
+
+
+@exercise("ch16-clip", forbid=CLIP_CALLS,
+          because="compute the global norm and the scale yourself")
+def check_ch16_clip(clip_global_norm, generator=None):
+    """clip_global_norm(grads, max_norm) → (clipped grads, norm before clipping) against
+    mathref.optim.clip_grad_norm_."""
+    expect_callable(clip_global_norm, "clip_global_norm(grads, max_norm)")
+    from mathref.optim import clip_grad_norm_
+    g = _gen(generator, 1609)
+    for shapes, scale, max_norm in ((((3, 4), (5,), (2, 2)), 1.0, 1.0),
+                                    (((4,), (4, 4)), 0.05, 1.0),
+                                    (((6, 2), (3,)), 3.0, 0.5),
+                                    (((2,),), 1.0, 100.0)):
+        grads = [_randn(g, *s, scale=scale) for s in shapes]
+        params = [torch.nn.Parameter(torch.zeros(s, dtype=torch.float64)) for s in shapes]
+        for p, gr in zip(params, grads):
+            p.grad = gr.clone()
+        want_norm = clip_grad_norm_(params, max_norm)
+        result = clip_global_norm([gr.clone() for gr in grads], max_norm)
+        expect(isinstance(result, (tuple, list)) and len(result) == 2,
+               "clip_global_norm must return the pair (clipped_grads, total_norm)")
+        clipped, total = result
+        case = f"{len(shapes)} tensors of global norm {float(want_norm):.4g}, max_norm {max_norm:g}"
+        expect(isinstance(clipped, (tuple, list)) and len(clipped) == len(grads),
+               f"{case}: return a list of {len(grads)} clipped gradients")
+        try:
+            total = float(total)
+        except (TypeError, ValueError, RuntimeError):
+            raise CheckFailure("total_norm must be a number or a one-element tensor") from None
+        expect(math.isclose(total, float(want_norm), rel_tol=1e-9),
+               f"{case}: expected the global norm √(Σ‖g‖²) = {float(want_norm):.10g} (before "
+               f"clipping), got {total:.10g}")
+        for i, (got, p) in enumerate(zip(clipped, params)):
+            per_tensor = grads[i] * min(1.0, max_norm / (grads[i].norm().item() + 1e-6))
+            _close(got, p.grad, f"{case}: gradient {i}", tol=1e-12, diagnose=lambda out: (
+                " (clip all gradients by one common factor computed from the global norm, "
+                "not each by its own norm)" if torch.allclose(out, per_tensor) else
+                " (scale by min(1, max_norm/(‖g‖ + 1e-6)): gradients below the threshold "
+                "stay as they are)"))
+    return "g ← g·min(1, c/(‖g‖ + ε)), one factor for all tensors"
+
+
+class _Stepper:
+    """The step function handed to ``generate``: mathref.GPT with its KVCache. Each call takes
+    the new ids [B, t] and returns the logits of those positions [B, t, V]."""
+
+    def __init__(self, model, prompt):
+        from mathref.gpt import KVCache
+        self.model, self.cache, self.fed = model, KVCache(model.config.n_layer), 0
+        self.calls = 0
+
+    def __call__(self, ids):
+        expect(isinstance(ids, torch.Tensor) and ids.dim() == 2,
+               "call step with a [B, t] tensor of token ids")
+        self.calls += 1
+        self.fed += ids.shape[1]
+        expect(self.fed <= self.model.config.block_size,
+               f"you fed {self.fed} positions, more than this model's context: feed the prompt "
+               f"once, then only the newest token (the cache holds the rest)")
+        with torch.no_grad():
+            logits, _ = self.model(ids.long(), cache=self.cache)
+        return logits
+
+
+def _reference_probs(last, temperature, top_k, top_p):
+    """The sampling distribution of the statement, from the last logits [B, V] (float64)."""
+    last = last / temperature
+    if top_k is not None:
+        kth = torch.topk(last, top_k, dim=-1).values[:, -1:]
+        last = last.masked_fill(last < kth, float("-inf"))
+    probs = last.softmax(-1)
+    if top_p is not None:
+        sp, order = probs.sort(dim=-1, descending=True)
+        sp = sp.masked_fill(sp.cumsum(-1) - sp >= top_p, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, order, sp)
+        probs = probs / probs.sum(-1, keepdim=True)
+    return probs
+
+
+def _probs_why(got, last, temperature, top_k, top_p):
+    variants = ((_reference_probs(last * temperature ** 2, temperature, top_k, top_p),
+                 "divide the logits by the temperature, do not multiply them"),
+                (_reference_probs(last, temperature, None, top_p), "keep only the top_k largest "
+                                                                   "logits"),
+                (_reference_probs(last, temperature, top_k, None), "cut the nucleus: keep the "
+                 "tokens whose preceding mass is below top_p, then renormalize"),
+                (_reference_probs(last, 1.0, top_k, top_p), "divide the logits by the "
+                                                            "temperature"))
+    return _diagnosis(got, variants)
+
+
+class _Draw:
+    """The draw function handed to ``generate``: records the probabilities it is given and
+    samples from them with its own generator."""
+
+    def __init__(self, seed):
+        self.generator = torch.Generator().manual_seed(seed)
+        self.probs, self.ids = [], []
+
+    def __call__(self, probs):
+        expect(isinstance(probs, torch.Tensor) and probs.dim() == 2,
+               "call draw with the probabilities [B, V] of the next token")
+        probs = probs.detach().to(torch.float64)
+        expect(bool((probs >= 0).all()) and bool(((probs.sum(-1) - 1).abs() < 1e-9).all()),
+               "the probabilities passed to draw must be ≥ 0 and sum to 1 in each row "
+               "(renormalize after cutting the nucleus)")
+        ids = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+        self.probs.append(probs)
+        self.ids.append(ids)
+        return ids
+
+
+@exercise("ch16-generate", forbid=GENERATE_CALLS,
+          because="pick the next token or build its distribution yourself")
+def check_ch16_generate(generate, generator=None):
+    """generate(step, prompt, max_new_tokens, temperature, top_k, top_p, draw): greedy tokens
+    and sampling distributions against a float64 reference along the learner's own sequence,
+    the prompt fed once and then one token per call."""
+    expect_callable(generate, "generate(step, prompt, max_new_tokens, temperature=0.0, "
+                              "top_k=None, top_p=None, draw=None)")
+    g = _gen(generator, 1610)
+    for B, T, n, temperature, top_k, top_p in ((2, 3, 8, 0.0, None, None),
+                                               (1, 5, 6, 0.0, None, None),
+                                               (3, 2, 10, 1.0, 4, None),
+                                               (2, 4, 8, 0.7, None, 0.8),
+                                               (2, 3, 8, 1.3, 5, 0.9)):
+        model = _gpt_case(g, 13, 16, 2, 2).eval()
+        with torch.no_grad():
+            model.lm_head.weight.mul_(3.0)        # peaked distributions: top-k and top-p bite
+        prompt = torch.randint(13, (B, T), generator=g)
+        step = _Stepper(model, prompt)
+        draw = _Draw(int(torch.randint(2 ** 30, (1,), generator=g)))
+        got = generate(step, prompt.clone(), n, temperature, top_k, top_p, draw)
+        case = (f"B={B}, prompt length {T}, {n} new tokens, temperature {temperature:g}, "
+                f"top_k={top_k}, top_p={top_p}")
+        expect(isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T + n),
+               f"{case}: return the ids [B, T + max_new_tokens] = {[B, T + n]}, got "
+               f"{list(getattr(got, 'shape', [])) or type(got).__name__}")
+        got = got.long()
+        expect(torch.equal(got[:, :T], prompt), f"{case}: the output starts with the prompt")
+        expect(step.fed <= T + n, f"{case}: you fed {step.fed} positions to step; with the cache "
+                                  f"the prompt goes in once and each new token once "
+                                  f"(at most {T + n})")
+        with torch.no_grad():
+            logits, _ = model(got[:, :-1])        # the reference along your sequence
+        if temperature == 0:
+            expect(not draw.ids, f"{case}: with temperature 0 pick the argmax; do not call draw")
+            want = logits[:, T - 1:].argmax(-1)
+            bad = (got[:, T:] != want).nonzero()
+            if len(bad):
+                row, i = bad[0].tolist()
+                raise CheckFailure(f"{case}: new token {i} of row {row} is {int(got[row, T + i])}"
+                                   f", but the argmax of the logits after the tokens before it is "
+                                   f"{int(want[row, i])}")
+            continue
+        expect(len(draw.ids) == n, f"{case}: call draw exactly once per new token ({n} times), "
+                                   f"got {len(draw.ids)} calls")
+        for i in range(n):
+            last = logits[:, T - 1 + i]
+            want = _reference_probs(last, temperature, top_k, top_p)
+            if not torch.allclose(draw.probs[i], want, rtol=1e-8, atol=1e-12):
+                raise CheckFailure(f"{case}: the probabilities of new token {i} differ from the "
+                                   f"statement's by up to "
+                                   f"{(draw.probs[i] - want).abs().max().item():.3g}"
+                                   + _probs_why(draw.probs[i], last, temperature, top_k, top_p))
+            expect(torch.equal(got[:, T + i], draw.ids[i]),
+                   f"{case}: new token {i} must be the id that draw returned")
+    return "prompt fed once, then one token per step through the KV cache"

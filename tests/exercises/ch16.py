@@ -1,0 +1,439 @@
+"""Typical wrong answers to chapter 16's exercises (each must fail its checker), shortcuts that
+call what the exercise asks the learner to write (each must be refused, naming the call), and
+right answers in other forms (each must pass)."""
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+# ---- RMSNorm -------------------------------------------------------------------------------
+def rms_eps_outside(x, weight, eps=1e-5):
+    return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * weight
+
+
+def rms_layer_norm(x, weight, eps=1e-5):
+    x = x - x.mean(-1, keepdim=True)
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def rms_no_gain(x, weight, eps=1e-5):
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def rms_detached(x, weight, eps=1e-5):       # right numbers, but no graph: cannot be trained
+    with torch.no_grad():
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+# ---- RoPE ----------------------------------------------------------------------------------
+def _angles(d, positions, base, dtype):
+    theta = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    angle = positions.to(torch.float64)[:, None] * theta
+    return angle.cos().to(dtype), angle.sin().to(dtype)
+
+
+def rope_adjacent(x, positions, base=10000.0):
+    cos, sin = _angles(x.shape[-1], positions, base, x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+def rope_backwards(x, positions, base=10000.0):
+    d = x.shape[-1]
+    cos, sin = _angles(d, positions, base, x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * cos + x2 * sin, -x1 * sin + x2 * cos], -1)
+
+
+def rope_ignores_positions(x, positions, base=10000.0):
+    d = x.shape[-1]
+    cos, sin = _angles(d, torch.arange(x.shape[-2]), base, x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+
+
+# ---- SwiGLU --------------------------------------------------------------------------------
+def swiglu_silu_on_up(x, w_gate, w_up, w_down):
+    return (F.silu(x @ w_up.T) * (x @ w_gate.T)) @ w_down.T
+
+
+def swiglu_relu(x, w_gate, w_up, w_down):
+    return (torch.relu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+def swiglu_sigmoid(x, w_gate, w_up, w_down):
+    return (torch.sigmoid(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+# ---- attention -----------------------------------------------------------------------------
+def _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None, mask="bottom-right",
+               rope_v=False, scale=None, positions_from_zero=False):
+    B, T, d = x.shape
+    d_k = d // n_head
+
+    def heads(t):
+        return t.view(B, T, n_head, d_k).transpose(1, 2)
+
+    q, k, v = heads(x @ w_q.T), heads(x @ w_k.T), heads(x @ w_v.T)
+    start = 0 if cache is None or positions_from_zero else cache[0].shape[-2]
+    positions = torch.arange(start, start + T)
+    q, k = rope(q, positions), rope(k, positions)
+    if rope_v:
+        v = rope(v, positions)
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)
+    S = k.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(scale or d_k)
+    if mask == "bottom-right":
+        scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(S - T), -math.inf)
+    elif mask == "top-left":
+        scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(0), -math.inf)
+    out = scores.softmax(-1) @ v
+    return out.transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)
+
+
+def attention_no_mask(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, mask=None)
+
+
+def attention_rope_on_v(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, rope_v=True)
+
+
+def attention_scale_d_model(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, scale=x.shape[-1])
+
+
+def attention_top_left_mask(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    # right without a cache; with one, a new query sees only the first keys
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, mask="top-left")
+
+
+def attention_new_tokens_at_zero(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, positions_from_zero=True)
+
+
+# ---- block ---------------------------------------------------------------------------------
+def _sub(params, parts, n_head, cache):
+    def attn(h):
+        return parts["attention"](h, params["attn.w_q.weight"], params["attn.w_k.weight"],
+                                  params["attn.w_v.weight"], params["attn.w_o.weight"], n_head,
+                                  parts["rope"], cache)
+
+    def mlp(h):
+        return parts["mlp"](h, params["mlp.gate.weight"], params["mlp.fc.weight"],
+                            params["mlp.proj.weight"])
+    return attn, mlp
+
+
+def block_post_norm(x, params, n_head, parts, cache=None):
+    attn, mlp = _sub(params, parts, n_head, cache)
+    h, cache = attn(x)
+    x = parts["norm"](x + h, params["ln_1.weight"])
+    return parts["norm"](x + mlp(x), params["ln_2.weight"]), cache
+
+
+def block_no_residual(x, params, n_head, parts, cache=None):
+    attn, mlp = _sub(params, parts, n_head, cache)
+    h, cache = attn(parts["norm"](x, params["ln_1.weight"]))
+    return mlp(parts["norm"](h, params["ln_2.weight"])), cache
+
+
+def block_ln1_twice(x, params, n_head, parts, cache=None):
+    attn, mlp = _sub(params, parts, n_head, cache)
+    h, cache = attn(parts["norm"](x, params["ln_1.weight"]))
+    x = x + h
+    return x + mlp(parts["norm"](x, params["ln_1.weight"])), cache
+
+
+def block_drops_cache(x, params, n_head, parts, cache=None):
+    attn, mlp = _sub(params, parts, n_head, None)
+    h, new = attn(parts["norm"](x, params["ln_1.weight"]))
+    x = x + h
+    return x + mlp(parts["norm"](x, params["ln_2.weight"])), new
+
+
+# ---- GPT forward ---------------------------------------------------------------------------
+def _gpt(idx, params, n_head, n_layer, parts, caches=None, final_norm=True,
+         head="lm_head.weight", use_caches=True):
+    x = params["tok_emb.weight"][idx]
+    caches = [None] * n_layer if caches is None or not use_caches else caches
+    new = []
+    for i in range(n_layer):
+        p = {k[len(f"blocks.{i}."):]: v for k, v in params.items()
+             if k.startswith(f"blocks.{i}.")}
+        x, c = parts["block"](x, p, n_head, parts, caches[i])
+        new.append(c)
+    if final_norm:
+        x = parts["norm"](x, params["ln_f.weight"])
+    return x @ params[head].T, new
+
+
+def gpt_no_final_norm(idx, params, n_head, n_layer, parts, caches=None):
+    return _gpt(idx, params, n_head, n_layer, parts, caches, final_norm=False)
+
+
+def gpt_tied_head(idx, params, n_head, n_layer, parts, caches=None):
+    return _gpt(idx, params, n_head, n_layer, parts, caches, head="tok_emb.weight")
+
+
+def gpt_ignores_caches(idx, params, n_head, n_layer, parts, caches=None):
+    return _gpt(idx, params, n_head, n_layer, parts, caches, use_caches=False)
+
+
+# ---- AdamW ---------------------------------------------------------------------------------
+def adamw_decay_in_gradient(p, g, m, v, t, lr, betas, eps, weight_decay):   # Adam + L2
+    g = g + weight_decay * p
+    m = betas[0] * m + (1 - betas[0]) * g
+    v = betas[1] * v + (1 - betas[1]) * g * g
+    m_hat, v_hat = m / (1 - betas[0] ** t), v / (1 - betas[1] ** t)
+    return p - lr * m_hat / (v_hat.sqrt() + eps), m, v
+
+
+def adamw_no_bias_correction(p, g, m, v, t, lr, betas, eps, weight_decay):
+    p = p * (1 - lr * weight_decay)
+    m = betas[0] * m + (1 - betas[0]) * g
+    v = betas[1] * v + (1 - betas[1]) * g * g
+    return p - lr * m / (v.sqrt() + eps), m, v
+
+
+def adamw_decay_without_lr(p, g, m, v, t, lr, betas, eps, weight_decay):
+    p = p * (1 - weight_decay)
+    m = betas[0] * m + (1 - betas[0]) * g
+    v = betas[1] * v + (1 - betas[1]) * g * g
+    m_hat, v_hat = m / (1 - betas[0] ** t), v / (1 - betas[1] ** t)
+    return p - lr * m_hat / (v_hat.sqrt() + eps), m, v
+
+
+# ---- schedule ------------------------------------------------------------------------------
+def schedule_warmup_off_by_one(step, warmup_steps, total_steps, lr_max, lr_min):
+    if step < warmup_steps:
+        return lr_max * step / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
+    return lr_min + 0.5 * (lr_max - lr_min) * (1 + math.cos(math.pi * progress))
+
+
+def schedule_cosine_over_total(step, warmup_steps, total_steps, lr_max, lr_min):
+    if step < warmup_steps:
+        return lr_max * (step + 1) / warmup_steps
+    progress = min(1.0, step / total_steps)
+    return lr_min + 0.5 * (lr_max - lr_min) * (1 + math.cos(math.pi * progress))
+
+
+def schedule_no_floor_after_end(step, warmup_steps, total_steps, lr_max, lr_min):
+    if step < warmup_steps:
+        return lr_max * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / (total_steps - warmup_steps)   # the cosine comes back up
+    return lr_min + 0.5 * (lr_max - lr_min) * (1 + math.cos(math.pi * progress))
+
+
+# ---- clipping ------------------------------------------------------------------------------
+def clip_per_tensor(grads, max_norm):
+    total = torch.sqrt(sum((g ** 2).sum() for g in grads))
+    return [g * min(1.0, max_norm / (g.norm().item() + 1e-6)) for g in grads], total
+
+
+def clip_always_to_max(grads, max_norm):
+    total = torch.sqrt(sum((g ** 2).sum() for g in grads))
+    return [g * max_norm / (total + 1e-6) for g in grads], total
+
+
+def clip_returns_norm_after(grads, max_norm):
+    total = torch.sqrt(sum((g ** 2).sum() for g in grads))
+    clipped = [g * min(1.0, max_norm / (total.item() + 1e-6)) for g in grads]
+    return clipped, torch.sqrt(sum((g ** 2).sum() for g in clipped))
+
+
+# ---- generation ----------------------------------------------------------------------------
+def _pick(last, temperature, top_k, top_p, draw, multiply=False, use_top_p=True,
+          renormalize=True):
+    if temperature == 0:
+        return last.argmax(-1)
+    last = last * temperature if multiply else last / temperature
+    if top_k is not None:
+        kth = torch.topk(last, top_k, dim=-1).values[:, -1:]
+        last = last.masked_fill(last < kth, -math.inf)
+    probs = last.softmax(-1)
+    if top_p is not None and use_top_p:
+        sp, order = probs.sort(-1, descending=True)
+        sp = sp.masked_fill(sp.cumsum(-1) - sp >= top_p, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, order, sp)
+        if renormalize:
+            probs = probs / probs.sum(-1, keepdim=True)
+    return draw(probs)
+
+
+def generate_without_cache(step, prompt, max_new_tokens, temperature=0.0, top_k=None,
+                           top_p=None, draw=None):
+    idx = prompt
+    for _ in range(max_new_tokens):        # the whole sequence again at every step
+        nxt = _pick(step(idx)[:, -1], temperature, top_k, top_p, draw)
+        idx = torch.cat([idx, nxt[:, None]], 1)
+    return idx
+
+
+def _generate(step, prompt, n, temperature, top_k, top_p, draw, **options):
+    idx, logits = prompt, step(prompt)
+    for i in range(n):
+        nxt = _pick(logits[:, -1], temperature, top_k, top_p, draw, **options)
+        idx = torch.cat([idx, nxt[:, None]], 1)
+        if i < n - 1:
+            logits = step(nxt[:, None])
+    return idx
+
+
+def generate_temperature_multiplies(step, prompt, max_new_tokens, temperature=0.0, top_k=None,
+                                    top_p=None, draw=None):
+    return _generate(step, prompt, max_new_tokens, temperature, top_k, top_p, draw,
+                     multiply=True)
+
+
+def generate_ignores_top_p(step, prompt, max_new_tokens, temperature=0.0, top_k=None,
+                           top_p=None, draw=None):
+    return _generate(step, prompt, max_new_tokens, temperature, top_k, top_p, draw,
+                     use_top_p=False)
+
+
+def generate_nucleus_not_renormalized(step, prompt, max_new_tokens, temperature=0.0, top_k=None,
+                                      top_p=None, draw=None):
+    return _generate(step, prompt, max_new_tokens, temperature, top_k, top_p, draw,
+                     renormalize=False)
+
+
+def generate_greedy_off_by_one(step, prompt, max_new_tokens, temperature=0.0, top_k=None,
+                               top_p=None, draw=None):
+    idx, logits = prompt, step(prompt)      # picks from the first position, not the last
+    for i in range(max_new_tokens):
+        nxt = _pick(logits[:, 0], temperature, top_k, top_p, draw)
+        idx = torch.cat([idx, nxt[:, None]], 1)
+        if i < max_new_tokens - 1:
+            logits = step(nxt[:, None])
+    return idx
+
+
+WRONG_ANSWERS = {
+    "ch16-rms-norm": [rms_eps_outside, rms_layer_norm, rms_no_gain, rms_detached],
+    "ch16-rope": [rope_adjacent, rope_backwards, rope_ignores_positions],
+    "ch16-swiglu": [swiglu_silu_on_up, swiglu_relu, swiglu_sigmoid],
+    "ch16-attention": [attention_no_mask, attention_rope_on_v, attention_scale_d_model,
+                       attention_top_left_mask, attention_new_tokens_at_zero],
+    "ch16-block": [block_post_norm, block_no_residual, block_ln1_twice, block_drops_cache],
+    "ch16-gpt-forward": [gpt_no_final_norm, gpt_tied_head, gpt_ignores_caches],
+    "ch16-adamw": [adamw_decay_in_gradient, adamw_no_bias_correction, adamw_decay_without_lr],
+    "ch16-schedule": [schedule_warmup_off_by_one, schedule_cosine_over_total,
+                      schedule_no_floor_after_end],
+    "ch16-clip": [clip_per_tensor, clip_always_to_max, clip_returns_norm_after],
+    "ch16-generate": [generate_without_cache, generate_temperature_multiplies,
+                      generate_ignores_top_p, generate_nucleus_not_renormalized,
+                      generate_greedy_off_by_one],
+}
+
+SHORTCUTS = {
+    "ch16-rms-norm": [
+        "def rms_norm(x, weight, eps=1e-5):\n"
+        "    return F.rms_norm(x, (x.shape[-1],), weight, eps)\n",
+        "from mathref.norm import RMSNorm\n\n"
+        "def rms_norm(x, weight, eps=1e-5):\n"
+        "    norm = RMSNorm(x.shape[-1], eps=eps).to(x.dtype)\n"
+        "    return norm(x) * weight\n",
+    ],
+    "ch16-rope": [
+        "from mathref.positions import apply_rope as rotate\n\n"
+        "def apply_rope(x, positions, base=10000.0):\n"
+        "    return rotate(x, positions=positions, base=base)\n",
+    ],
+    "ch16-swiglu": [
+        "from mathref.nn import swiglu\n\n"
+        "def swiglu_mlp(x, w_gate, w_up, w_down):\n"
+        "    return swiglu(torch.cat([x @ w_up.T, x @ w_gate.T], dim=-1)) @ w_down.T\n",
+    ],
+    "ch16-attention": [
+        "def causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):\n"
+        "    B, T, d = x.shape\n"
+        "    heads = lambda t: t.view(B, T, n_head, d // n_head).transpose(1, 2)\n"
+        "    S0 = 0 if cache is None else cache[0].shape[-2]\n"
+        "    pos = torch.arange(S0, S0 + T)\n"
+        "    q, k, v = rope(heads(x @ w_q.T), pos), rope(heads(x @ w_k.T), pos), heads(x @ w_v.T)\n"
+        "    if cache is not None:\n"
+        "        k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)\n"
+        "    mask = torch.ones(T, k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - T)\n"
+        "    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n"
+        "    return out.transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)\n",
+    ],
+    "ch16-block": [
+        "def block_forward(x, params, n_head, parts, cache=None):\n"
+        "    norm = lambda t, w: F.rms_norm(t, (t.shape[-1],), w, 1e-5)\n"
+        "    h, cache = parts['attention'](norm(x, params['ln_1.weight']), params['attn.w_q.weight'],\n"
+        "                                  params['attn.w_k.weight'], params['attn.w_v.weight'],\n"
+        "                                  params['attn.w_o.weight'], n_head, parts['rope'], cache)\n"
+        "    x = x + h\n"
+        "    return x + parts['mlp'](norm(x, params['ln_2.weight']), params['mlp.gate.weight'],\n"
+        "                            params['mlp.fc.weight'], params['mlp.proj.weight']), cache\n",
+    ],
+    "ch16-gpt-forward": [
+        "from mathref.gpt import GPT, GPTConfig\n"
+        "from mathref.positions import rope_cache\n\n"
+        "def gpt_forward(idx, params, n_head, n_layer, parts, caches=None):\n"
+        "    V, d = params['tok_emb.weight'].shape\n"
+        "    model = GPT(GPTConfig(vocab_size=V, block_size=64, n_layer=n_layer, n_head=n_head,\n"
+        "                          d_model=d, style='modern', activation='swiglu', qk_norm=False,\n"
+        "                          d_ff=params['blocks.0.mlp.fc.weight'].shape[0])).double()\n"
+        "    model.load_state_dict({k: v.detach() for k, v in params.items()}, strict=False)\n"
+        "    return model(idx)[0], [None] * n_layer\n",
+    ],
+    "ch16-adamw": [
+        "def adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay):\n"
+        "    q = torch.nn.Parameter(p.clone())\n"
+        "    opt = torch.optim.AdamW([q], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)\n"
+        "    if t > 1:\n"
+        "        opt.state[q] = {'step': torch.tensor(float(t - 1)), 'exp_avg': m.clone(),\n"
+        "                        'exp_avg_sq': v.clone()}\n"
+        "    q.grad = g.clone()\n"
+        "    opt.step()\n"
+        "    return q.detach(), opt.state[q]['exp_avg'], opt.state[q]['exp_avg_sq']\n",
+    ],
+    "ch16-schedule": [
+        "from mathref.optim import warmup_cosine\n\n"
+        "def warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min):\n"
+        "    return warmup_cosine(step, warmup_steps, total_steps, lr_max, lr_min)\n",
+    ],
+    "ch16-clip": [
+        "def clip_global_norm(grads, max_norm):\n"
+        "    params = [torch.nn.Parameter(torch.zeros_like(g)) for g in grads]\n"
+        "    for p, g in zip(params, grads):\n"
+        "        p.grad = g.clone()\n"
+        "    total = torch.nn.utils.clip_grad_norm_(params, max_norm)\n"
+        "    return [p.grad for p in params], total\n",
+    ],
+    "ch16-generate": [
+        "from mathref.gpt import sample_next\n\n"
+        "def generate(step, prompt, max_new_tokens, temperature=0.0, top_k=None, top_p=None,\n"
+        "             draw=None):\n"
+        "    idx, logits = prompt, step(prompt)\n"
+        "    for i in range(max_new_tokens):\n"
+        "        nxt = sample_next(logits[:, -1], temperature, top_k, top_p)\n"
+        "        idx = torch.cat([idx, nxt[:, None]], 1)\n"
+        "        if i < max_new_tokens - 1:\n"
+        "            logits = step(nxt[:, None])\n"
+        "    return idx\n",
+    ],
+}
+
+RIGHT_ANSWERS = {
+    "ch16-rms-norm": [
+        "def rms_norm(x, weight, eps=1e-5):\n"
+        "    return weight * x * torch.rsqrt((x * x).sum(-1, keepdim=True) / x.shape[-1] + eps)\n",
+    ],
+    "ch16-swiglu": [
+        "def swiglu_mlp(x, w_gate, w_up, w_down):\n"
+        "    return (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T\n",
+    ],
+    "ch16-clip": [
+        "def clip_global_norm(grads, max_norm):\n"
+        "    total = math.sqrt(sum(float((g * g).sum()) for g in grads))\n"
+        "    if total <= max_norm:\n"
+        "        return list(grads), total\n"
+        "    return [g * (max_norm / (total + 1e-6)) for g in grads], total\n",
+    ],
+}
