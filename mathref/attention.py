@@ -114,10 +114,13 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None
     ``is_causal``: bottom-right aligned causal mask (equal to SDPA's when T = S).
     ``enable_gqa``: H_kv may divide H; each key/value head serves H / H_kv query heads.
     ``dropout_p``: attention dropout on the weights (inverted scaling), only when ``training``.
+    Axis −3 is read as heads only when its sizes differ and neither is 1; a size of 1 (a
+    3-D call whose batch broadcasts, or one shared key/value head) broadcasts as usual.
     """
     _check_qkv(q, k, v)
     check_probability("dropout_p", dropout_p, allow_one=False)
-    if q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
+    if (q.dim() >= 3 and k.dim() >= 3 and k.shape[-3] != q.shape[-3]
+            and 1 not in (q.shape[-3], k.shape[-3])):
         if not enable_gqa or q.shape[-3] % k.shape[-3]:
             raise ValueError(f"{q.shape[-3]} query heads and {k.shape[-3]} key/value heads: "
                              f"pass enable_gqa=True with H divisible by H_kv")
@@ -206,7 +209,8 @@ class MultiHeadAttention(nn.Module):
         """x: [B, T, d_model]; kv: [B, S, d_model] for cross-attention (default: x).
 
         ``mask`` broadcasts to [B, H, T, S] (bool True = allowed, or additive float).
-        ``fused=True`` calls ``F.scaled_dot_product_attention`` instead of the readable path.
+        ``fused=True`` calls ``F.scaled_dot_product_attention`` instead of the readable path;
+        with ``need_weights=True`` it takes the readable path anyway (SDPA returns no weights).
         ``is_causal`` is bottom-right aligned on both paths (query i of T sees keys
         j ≤ i + S − T, ``causal_mask``); SDPA's own ``is_causal`` is top-left when T ≠ S, so
         the fused path passes it only when T = S and no mask is given, and an explicit

@@ -152,7 +152,8 @@ def ntk_scaled_base(base, scale, d_head):
 def t5_relative_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
     """T5's bucket for an offset r = key position − query position (an integer tensor).
 
-    Half the buckets (all of them when causal) are exact for small |r| < n_exact = n_b/2; larger
+    Each direction has n_b buckets (n_b = num_buckets/2 when bidirectional, num_buckets when
+    causal), and the first half of them are exact: |r| < n_exact = n_b/2 gets bucket |r|; larger
     |r| get n_exact + ⌊log(|r|/n_exact) / log(max_distance/n_exact) · (n_b − n_exact)⌋, capped at
     n_b − 1, so buckets grow logarithmically and everything beyond max_distance shares one.
     Bidirectional: keys after the query use the upper half of the buckets. Causal: offsets

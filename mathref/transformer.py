@@ -55,7 +55,7 @@ FUSED_ACTIVATIONS = {
 def default_d_ff(d_model, activation):
     """4d, or for SwiGLU 8d/3 rounded up to a multiple of 8 (same parameters as a 4d FFN)."""
     if activation == "swiglu":
-        return 8 * math.ceil(8 * d_model / 3 / 8)
+        return 8 * -(-8 * d_model // 24)                  # ⌈8d/3 / 8⌉ · 8 in integer arithmetic
     return 4 * d_model
 
 
@@ -303,7 +303,8 @@ class Seq2SeqTransformer(nn.Module):
         memory = Encoder(E_src[x] + PE),   logits = Decoder(E_tgt[y_in] + PE, memory) W_head
 
     PE: sinusoidal positions (chapter 12). With ``norm_first`` both stacks end with a final
-    norm. ``forward(src, tgt_in)`` returns logits [B, T, V_tgt]. See chapter 13.
+    norm. Two parts of the 2017 recipe are left out: the embeddings are not multiplied by
+    √d_model, and the embedding and output matrices are not shared. ``forward(src, tgt_in)`` returns logits [B, T, V_tgt]. See chapter 13.
     """
 
     def __init__(self, src_vocab, tgt_vocab, d_model=64, n_heads=4, n_enc_layers=2,
@@ -386,6 +387,9 @@ def beam_search(model, src, bos_id, eos_id, max_len, beam_size=4):
     """Beam search for one source sequence ``src`` [S]: keep the ``beam_size`` prefixes with the
     largest log-probability Σ_t log p(y_t | y_<t, x); a prefix ending in ⟨eos⟩ is finished.
     Stops when the best finished score beats every open prefix (scores only decrease).
+    The best ``beam_size`` candidates are kept each step and the finished ones among them are
+    set aside, so the open beam shrinks when a candidate finishes (it is not refilled to
+    ``beam_size`` open prefixes, as fairseq-style searches do).
     Returns (ids, score): the best sequence (⟨eos⟩ included if produced) and its log-prob."""
     if src.dim() != 1:
         raise ValueError(f"beam_search decodes one sequence: src must be [S], got {tuple(src.shape)}")

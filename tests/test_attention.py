@@ -90,6 +90,18 @@ def test_grouped_query_attention_matches_sdpa(float64_device):
         A.scaled_dot_product_attention(q, k, v)
 
 
+def test_three_dim_inputs_broadcast_their_batch_like_sdpa(float64_device):
+    # axis −3 of a 3-D call is a batch: a size of 1 broadcasts (it is not a head mismatch)
+    g = torch.Generator(device=float64_device).manual_seed(5)
+    many = [torch.randn(4, 5, 3, dtype=torch.float64, device=float64_device, generator=g) for _ in range(3)]
+    one = [torch.randn(1, 5, 3, dtype=torch.float64, device=float64_device, generator=g) for _ in range(3)]
+    for q, k, v in ((many[0], one[1], one[2]), (one[0], many[1], many[2])):
+        ours = A.scaled_dot_product_attention(q, k, v, is_causal=True)
+        ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        assert ours.shape == ref.shape == (4, 5, 3)
+        torch.testing.assert_close(ours, ref, atol=1e-12, rtol=1e-12)
+
+
 def test_hand_backward_matches_autograd_and_passes_gradcheck(float64_device):
     q, k, v = qkv(float64_device, B=1, H=2, T=4, S=4, d=3)
     gO = torch.randn(1, 2, 4, 4, dtype=torch.float64, device=float64_device)
