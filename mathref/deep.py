@@ -148,6 +148,11 @@ class ResidualBlock(nn.Module):
     plain:     h ↦ φ(W · norm(h) + b)
     residual:  h ↦ h + α · φ(W · norm(h) + b)     (Jacobian I + α ∂F/∂h)
     norm is LayerNorm (pre-norm, as in GPT) when ``norm=True``, else the identity.
+
+    The activation comes after the Linear, so zeroing W and b makes a residual block the
+    identity but untrainable: the pre-activation is 0, relu′(0) = 0 in PyTorch, and W and b get
+    exactly zero gradient (chapter 7 measures it). Identity-at-start schemes zero the last
+    layer of a longer branch (Fixup) or gate the branch with a trainable scalar at 0 (ReZero).
     """
 
     def __init__(self, width, activation="relu", residual=False, norm=False, alpha=1.0):
@@ -193,6 +198,7 @@ def deep_mlp(in_features, width, depth, out_features, activation="relu", residua
              norm=False, alpha=1.0, init="default"):
     """Build a DeepMLP and initialize its blocks' weights. See chapter 7.
 
+    ``depth`` must be at least 1 here (``DeepMLP`` itself accepts 0: input and read-out only).
     init: "default" (PyTorch's nn.Linear init, Var(w) = 1/(3 n_in)), "xavier", "he", or a number
     used as the standard deviation of every block weight. Biases of the blocks start at zero
     except with "default".

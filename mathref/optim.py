@@ -274,7 +274,6 @@ def newton_schulz(G, steps=5, coefficients=MUON_COEFFICIENTS, eps=1e-7, dtype=to
     check_tensor("G", G, kind="float")
     if G.dim() != 2:
         raise ValueError(f"newton_schulz orthogonalizes a matrix, got shape {tuple(G.shape)}")
-    check_tensor("G", G, kind="float")
     steps = check_int("steps", steps, min=0)
     a, b, c = coefficients
     tall = G.shape[0] > G.shape[1]

@@ -20,8 +20,8 @@ __all__ = ["dot", "cosine_similarity", "euclidean_distance", "pairwise_dot",
 def _check_tensor(x, name):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if not (x.is_floating_point() or x.is_complex()):
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if not x.is_floating_point():           # complex too: these formulas do not conjugate
+        raise TypeError(f"{name} must be a real floating-point tensor, got dtype {x.dtype}")
     if x.dim() == 0:
         raise ValueError(f"{name} must have at least one dimension (the vector), got a scalar")
 

@@ -23,8 +23,10 @@ __all__ = ["GPT2_SPLIT_PATTERN", "CharTokenizer", "BPETokenizer", "pair_counts",
 
 # Pre-tokenization in the style of GPT-2: text is cut into chunks (a word with its leading
 # space, a number, a run of punctuation, whitespace) and merges never cross a chunk boundary.
-# GPT-2 uses \p{L} and \p{N}; Python's re spells letters [^\W\d_] and digits \d. The
-# alternatives cover every character, so the chunks always concatenate back to the text.
+# GPT-2 uses \p{L} and \p{N} (the `regex` module); Python's re has neither, and [^\W\d_] and \d
+# come close but not exactly: [^\W\d_] also matches non-decimal numerals such as ², ½ and Ⅻ
+# (re.findall on "x²" gives ['x²'], GPT-2's pattern ['x', '²']). The alternatives cover every
+# character, so the chunks always concatenate back to the text.
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""
 
 

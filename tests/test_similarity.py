@@ -164,6 +164,9 @@ def test_bad_inputs_raise_clear_errors():
         sim.cosine_similarity(a, torch.randn(3, 5))
     with pytest.raises(TypeError, match="floating-point"):
         sim.dot(torch.arange(4), torch.arange(4))
+    z = torch.tensor([1 + 1j, 2 - 1j])                  # no conjugation in these formulas: refused
+    with pytest.raises(TypeError, match="real floating-point"):
+        sim.cosine_similarity(z, z)
     with pytest.raises(TypeError, match="torch.Tensor"):
         sim.euclidean_distance([1.0, 2.0], a)
     with pytest.raises(ValueError, match="out of range"):
