@@ -28,8 +28,9 @@ def _fmt(x):
 class Value:
     """One scalar node of a computational graph, with its value and its gradient.
 
-    ``Value(2.0)`` is a leaf; arithmetic (+ - * / **, unary -) and the methods ``tanh``,
-    ``exp``, ``relu``, ``log`` build new nodes that remember their children. After
+    ``Value(2.0)`` is a leaf; arithmetic (+ - * / **, unary -), the methods ``tanh``,
+    ``exp``, ``relu``, ``log``, ``sigmoid`` and the generic ``apply`` build new nodes that
+    remember their children (micrograd's word for a node's inputs; the node is their parent). After
     ``out.backward()``, ``v.grad`` holds ∂out/∂v for every node v of the graph. See chapter 4.
     """
 

@@ -1,6 +1,7 @@
 """Derivatives by finite differences, gradient descent, and gradient checking. See chapters 1, 2 and 4.
 
     forward difference   f'(x) ≈ (f(x + h) − f(x)) / h             error O(h)
+    backward difference  f'(x) ≈ (f(x) − f(x − h)) / h             error O(h)
     central difference   f'(x) ≈ (f(x + h) − f(x − h)) / (2h)      error O(h²)
     gradient descent     x_{k+1} = x_k − η ∇f(x_k)
 """
@@ -26,7 +27,7 @@ def numerical_derivative(f, x, h=1e-5, method="central"):
     """Finite-difference estimate of f'(x) for a scalar function of one variable. See chapter 1.
 
     method="forward":  (f(x + h) − f(x)) / h          (truncation error ≈ h·f''/2)
-    method="backward": (f(x) − f(x − h)) / h
+    method="backward": (f(x) − f(x − h)) / h          (truncation error ≈ −h·f''/2)
     method="central":  (f(x + h) − f(x − h)) / (2h)   (truncation error ≈ h²·f'''/6)
     """
     _check_step(h)

@@ -51,15 +51,16 @@ def identity_grad(x):
 
 
 def step(x):
-    """Heaviside step H(x) = 1 if x > 0, else 0 (so H(0) = 0). See chapter 3."""
+    """Heaviside step H(x) = 1 if x > 0, else 0 (so H(0) = 0); NaN stays NaN. See chapter 3."""
     _check_tensor(x)
-    return (x > 0).to(x.dtype)
+    return torch.where(x.isnan(), x, (x > 0).to(x.dtype))
 
 
 def step_grad(x):
-    """H′(x) = 0 for x ≠ 0 (undefined at 0; 0 returned): no gradient flows. See chapter 3."""
+    """H′(x) = 0 for x ≠ 0 (undefined at 0; 0 returned): no gradient flows; NaN stays NaN.
+    See chapter 3."""
     _check_tensor(x)
-    return torch.zeros_like(x)
+    return torch.where(x.isnan(), x, torch.zeros_like(x))
 
 
 def sigmoid(x):
@@ -92,15 +93,15 @@ def tanh_grad(x):
 
 
 def relu(x):
-    """ReLU(x) = max(0, x). See chapter 3."""
+    """ReLU(x) = max(0, x); NaN stays NaN, as in F.relu (a NaN must not be hidden). See chapter 3."""
     _check_tensor(x)
-    return torch.where(x > 0, x, torch.zeros_like(x))
+    return torch.where((x > 0) | x.isnan(), x, torch.zeros_like(x))
 
 
 def relu_grad(x):
-    """ReLU′(x) = 1 if x > 0 else 0 (PyTorch's choice 0 at x = 0). See chapter 3."""
+    """ReLU′(x) = 1 if x > 0 else 0 (PyTorch's choice 0 at x = 0); NaN stays NaN. See chapter 3."""
     _check_tensor(x)
-    return (x > 0).to(x.dtype)
+    return torch.where(x.isnan(), x, (x > 0).to(x.dtype))
 
 
 def _normal_cdf(x):

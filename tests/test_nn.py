@@ -44,6 +44,26 @@ def test_activation_derivatives_match_autograd(name, float64_device):
     torch.testing.assert_close(ours_grad(x.detach()), auto, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("name", list(ELEMENTWISE))
+def test_activations_propagate_nan_like_torch(name, device):
+    # a NaN in must come out as NaN (F.relu(nan) is nan), so that a NaN in a network is not
+    # silently turned into 0 by a mathref activation; the derivative is NaN there or autograd's value
+    ours, ours_grad, oracle = ELEMENTWISE[name]
+    x = torch.tensor([-1.0, float("nan"), 2.0], dtype=torch.float64, device=device)
+    assert torch.equal(ours(x).isnan(), oracle(x).isnan()) and bool(ours(x)[1].isnan())
+    xg = x.clone().requires_grad_(True)
+    (auto,) = torch.autograd.grad(oracle(xg).sum(), xg)
+    g = ours_grad(x)
+    assert not g[[0, 2]].isnan().any()
+    assert bool(g[1].isnan()) or g[1] == auto[1]        # NaN, or autograd's own value there
+
+
+def test_step_propagates_nan(device):
+    x = torch.tensor([-1.0, float("nan"), 1.0], device=device)
+    assert mnn.step(x).isnan().tolist() == [False, True, False]
+    assert mnn.step_grad(x).isnan().tolist() == [False, True, False]
+
+
 def test_activations_follow_float32(device):
     x = torch.linspace(-3, 3, 11, device=device)
     for name, (ours, ours_grad, oracle) in ELEMENTWISE.items():
