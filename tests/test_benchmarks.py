@@ -79,7 +79,7 @@ def test_main_chooses_the_precision_the_probe_measures(monkeypatch, capsys, slow
     """(b) and (c) follow the CPU probe, forced here: bf16 75 ms against 2.2 ms in float32 (the
     AVX2-only EPYC of issue 36) -> float32 and flash attention; bf16 twice as fast -> bf16
     autocast and SDPA's math backend. (b32) stays float32 either way; the choice and the
-    measured ratio are printed."""
+    measured ratio are printed; FLOAT32_CHANGES apply to (b) in float32 only."""
     from mathref.device import cpu_bf16_probe
     ms = (2.2, 75.0) if slow else (1.0, 0.5)
     fake = lambda dtype: ms[dtype == torch.bfloat16] / 1e3   # noqa: E731
@@ -92,10 +92,12 @@ def test_main_chooses_the_precision_the_probe_measures(monkeypatch, capsys, slow
                       dict(train_kw, max_steps=2, warmup_steps=1, batch_size=4, block_size=16))
     monkeypatch.setitem(bench.RECIPES, "cpu", tiny)
     monkeypatch.setattr(bench, "EVAL", dict(eval_batches=1, eval_batch_size=4))
-    seen = []
+    monkeypatch.setattr(bench, "FLOAT32_CHANGES", {"b": ({"n_head": 2}, {"max_steps": 3})})
+    seen, steps = [], []
 
     def spy(model, train_ids, val_ids, cfg, device=None):
         seen.append((cfg.cpu_bf16, torch.backends.cuda.flash_sdp_enabled()))   # flash allowed?
+        steps.append((cfg.max_steps, model.config.n_head))
         return train(model, train_ids, val_ids, cfg, device=device)
     monkeypatch.setattr(bench, "train", spy)
     assert bench.main(["--configs", "b,c,b32", "--eval-interval", "1"]) == 0
@@ -109,4 +111,6 @@ def test_main_chooses_the_precision_the_probe_measures(monkeypatch, capsys, slow
         assert seen[0] == (True, False) and seen[1] == (True, False)
         assert "(b) in bfloat16 reaches" in out
     assert seen[2] == (False, True)                                     # (b32)
+    assert steps == [(3, 2) if slow else (2, 4), (2, 4), (2, 4)]          # (b), (c), (b32)
+    assert ("in float32, (b) changes n_head=2, max_steps=3" in out) == slow
     assert out.count("seed 0; float32") == (3 if slow else 1)
