@@ -114,3 +114,13 @@ def test_main_chooses_the_precision_the_probe_measures(monkeypatch, capsys, slow
     assert steps == [(3, 2) if slow else (2, 4), (2, 4), (2, 4)]          # (b), (c), (b32)
     assert ("in float32, (b) changes n_head=2, max_steps=3" in out) == slow
     assert out.count("seed 0; float32") == (3 if slow else 1)
+
+
+def test_float32_changes_build_a_valid_recipe():
+    """(b)'s float32 variant is a valid model and training config, smaller than its bf16 one
+    (only changes it names differ)."""
+    for name, (model_changes, train_changes) in bench.FLOAT32_CHANGES.items():
+        _, model_kw, train_kw = bench.RECIPES["cpu"][name]
+        changed = GPT(GPTConfig(vocab_size=65, **dict(model_kw, **model_changes)))
+        TrainConfig(**dict(train_kw, **train_changes, progress=False))
+        assert changed.num_parameters() < GPT(GPTConfig(vocab_size=65, **model_kw)).num_parameters()
