@@ -123,10 +123,13 @@ def cpu_bf16_probe(shape=(768, 128, 512), repeats=5, margin=1.25, time_matmul=No
     ratio = t32 / t16
     use = ratio >= margin
     size = "×".join(map(str, shape))
-    verdict = (f"bfloat16 autocast on the CPU: it multiplies bf16 {ratio:.2f}× as fast as float32"
-               if use else
-               f"float32 on the CPU: bf16 runs at {ratio:.2f}× float32's speed, below the "
-               f"{margin:g}× that would make autocast pay")
+    if use:
+        verdict = f"bfloat16 autocast on the CPU: it multiplies bf16 {ratio:.2f}× as fast as float32"
+    elif ratio < 1:
+        verdict = f"float32 on the CPU: a bf16 product takes {1 / ratio:.1f}× float32's time here"
+    else:
+        verdict = (f"float32 on the CPU: bf16 is only {ratio:.2f}× as fast as float32, below the "
+                   f"{margin:g}× that would make autocast pay")
     return use, ratio, (f"{verdict} (probe: a {size} product, best of {repeats}, "
                         f"one thread; PyTorch's CPU capability "
                         f"{torch.backends.cpu.get_cpu_capability()})")
