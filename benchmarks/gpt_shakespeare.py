@@ -7,16 +7,23 @@ wall time each needs to reach a validation loss (training time only; evaluations
     python benchmarks/gpt_shakespeare.py --configs a --seeds 0,1,2   # (a)'s loss over seeds
 
 (a) reproduces nanoGPT's recipe with mathref's classic GPT-2 style; (b) is the course's best
-configuration (on the CPU with bf16 autocast, chapter 15's mixed precision: the matrix
-products in bfloat16, the weights and the optimizer in float32; and attention by SDPA's math
-backend, because at a context of 64 in bfloat16 PyTorch's CPU flash kernel took about twice as
-long for the forward and backward pass: ``benchmarks/fused_paths.py`` times both); (c), on the
-CPU, the same
-configuration trained longer, to see how low it gets within the time nanoGPT's recipe trains
-(goal: 1.70); (b32) is (b) in float32, with SDPA's default flash kernel, the faster one in
-float32 (``--configs a,b,b32`` compares the two precisions, each with its faster attention
-kernel). All use
-the same data, split, evaluation windows and training loop.
+configuration; (c), on the CPU, the same configuration trained longer, to see how low it gets
+within the time nanoGPT's recipe trains (goal: 1.70); (b32) is (b)'s bf16 configuration in
+float32. All use the same
+data, split, evaluation windows and training loop.
+
+Precision on the CPU: (b) and (c) use bf16 autocast (chapter 15's mixed precision: the matrix
+products in bfloat16, the weights and the optimizer in float32) only where this CPU multiplies
+bf16 faster than float32, as ``mathref.device.cpu_bf16_probe`` measures at start-up (CPUs with
+AVX512-BF16 or AMX do; an AVX2-only CPU emulates bf16, 34× slower than float32 on the one in
+issue 36); float32 elsewhere, where (b) has 2 layers instead of 4 (FLOAT32_CHANGES: with
+AVX2 kernels the cheaper step was estimated to reach 1.88 sooner; benchmarks/README.md). The script prints the choice and the measured ratio;
+``MATHREF_CPU_BF16=0`` or ``=1`` overrides it. In bf16, attention runs on SDPA's math backend,
+because at a context of 64 PyTorch's CPU flash kernel took about twice as long for the forward
+and backward pass in bfloat16 (``benchmarks/fused_paths.py`` times both); in float32 on SDPA's
+default flash kernel, the faster one there. ``--configs a,b,b32`` compares the two precisions
+where the probe picks bf16, each with its faster attention kernel; (c) is (b)'s bf16
+configuration (4 layers) in either precision.
 
 nanoGPT's own numbers for its CPU recipe (its README's command) are single runs, and its
 printed validation loss is the mean of 20 random batches of 12 windows, an estimate with a
@@ -39,7 +46,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mathref.data import tiny_shakespeare, train_val_split  # noqa: E402
-from mathref.device import seed_everything  # noqa: E402
+from mathref.device import cpu_bf16_probe, seed_everything  # noqa: E402
 from mathref.gpt import GPT, GPTConfig  # noqa: E402
 from mathref.train import TrainConfig, estimate_loss, train  # noqa: E402
 
@@ -48,7 +55,12 @@ LONG_TARGET = 1.70   # (c)'s goal on the CPU, within (a)'s training time
 CPU_MODERN = dict(style="modern", n_layer=4, n_head=4, d_model=128, block_size=64, dropout=0.0)
 CPU_BEST = dict(optimizer="muon", max_steps=200, batch_size=32, block_size=64, lr=6e-3, min_lr=6e-4,
                 warmup_steps=50, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0,
-                eval_interval=10, cpu_bf16=True)
+                eval_interval=10, cpu_bf16="auto")   # "auto": the probe's choice (main resolves it)
+# Where the probe picks float32, (b) changes only these (model settings, training settings):
+# its bf16 recipe in float32 takes 3.7x (a)'s time per step with AVX2 kernels and does not reach
+# 1.88 within 0.2x (a)'s run; with 2 layers a step costs 1.9x (a)'s and 1.88 comes at about
+# step 170 (benchmarks/README.md, issue 36). (c) keeps 4 layers: it has (a)'s whole time.
+FLOAT32_CHANGES = {"b": ({"n_layer": 2}, {})}
 RECIPES = {
     "cpu": {
         "target": 1.88,
@@ -57,12 +69,13 @@ RECIPES = {
                    bias=False, activation="gelu"),
               dict(max_steps=2000, batch_size=12, block_size=64, lr=1e-3, min_lr=1e-4,
                    warmup_steps=100, betas=(0.9, 0.99), weight_decay=0.1, grad_clip=1.0)),
-        "b": ("course best: modern style, Muon on the blocks' matrices, batch 32, bf16 autocast",
+        "b": ("course best: modern style, Muon on the blocks' matrices, batch 32, bf16 autocast "
+              "where the CPU multiplies bf16 faster (2 layers instead of 4 where it does not)",
               CPU_MODERN, CPU_BEST),
         "c": ("course, longer: (b)'s configuration over a 480-step schedule",
               CPU_MODERN, dict(CPU_BEST, max_steps=480, eval_interval=40)),
-        "b32": ("(b) in float32 (SDPA's default flash kernel, the faster one in float32): what "
-                "bf16 autocast buys, side by side",
+        "b32": ("(b) in float32 whatever the probe says (SDPA's default flash kernel, the faster "
+                "one in float32): what bf16 autocast buys, side by side",
                 CPU_MODERN, dict(CPU_BEST, cpu_bf16=False)),
     },
     "cuda": {
@@ -79,7 +92,6 @@ RECIPES = {
                    grad_clip=1.0)),
     },
 }
-MATH_SDPA = {"b", "c"}   # CPU recipes in bf16: SDPA's math backend (see the docstring)
 # nanoGPT's train.py, its README's CPU command with --eval_iters=200, seeds 1, 2, 3 and its own
 # 1337: the validation loss it printed at steps 1500 and 2000 (measured 2026-11-25, torch 2.13)
 NANOGPT_CPU_SEEDS = {1500: (1.9593, 1.9595, 1.9543, 1.9706), 2000: (1.9032, 1.8995, 1.9051, 1.9189)}
@@ -94,18 +106,26 @@ def time_to_reach(history, target):
     return math.inf
 
 
-def run(name, label, model_kw, train_kw, data, device, eval_interval, compile_model, seed=0):
+def run(name, label, model_kw, train_kw, data, device, eval_interval, compile_model, seed=0,
+        cpu_bf16=False):
+    """One training run; ``cpu_bf16``: the probe's choice, used where the recipe says "auto"."""
     seed_everything(seed)
     train_ids, val_ids, vocab = data
+    if train_kw.get("cpu_bf16") == "auto":
+        train_kw = dict(train_kw, cpu_bf16=cpu_bf16)
+        if device.type == "cpu" and not cpu_bf16:
+            model_changes, train_changes = FLOAT32_CHANGES.get(name, ({}, {}))
+            model_kw, train_kw = dict(model_kw, **model_changes), dict(train_kw, **train_changes)
     model = GPT(GPTConfig(vocab_size=vocab, **model_kw)).to(device)
     cfg = TrainConfig(**{"eval_interval": eval_interval, "progress": False, "seed": seed,
                          "compile": compile_model, **EVAL, **train_kw})
-    math_sdpa = device.type == "cpu" and name in MATH_SDPA
+    math_sdpa = device.type == "cpu" and cfg.cpu_bf16 is True   # bf16: SDPA's math backend
     with sdpa_kernel(SDPBackend.MATH) if math_sdpa else contextlib.nullcontext():
         history = train(model, train_ids, val_ids, cfg, device=device)
     tokens = cfg.max_steps * cfg.batch_size * cfg.block_size
     tok_per_s = tokens / history["seconds"][-1]
     return {"name": name, "label": label, "history": history, "tokens_per_s": tok_per_s,
+            "precision": "bfloat16" if device.type == "cuda" or cfg.cpu_bf16 is True else "float32",
             "flops_per_token": model.flops_per_token(cfg.block_size),
             "params": model.num_parameters(), "model": model, "config": cfg}
 
@@ -149,15 +169,25 @@ def main(argv=None):
     print(f"Tiny Shakespeare: {len(train_ids):,} training / {len(val_ids):,} validation characters, "
           f"vocabulary {len(chars)}; device {device}, torch threads {torch.get_num_threads()}; "
           f"seeds {seeds}")
+    cpu_bf16 = False
+    if device.type == "cpu":
+        cpu_bf16, _, reason = cpu_bf16_probe()
+        print(f"precision of (b) and (c): {reason}")
+        changes = {k: v for k, v in FLOAT32_CHANGES.items() if any(v)}
+        if not cpu_bf16 and changes:
+            print("in float32, " + "; ".join(f"({k}) changes " + ", ".join(
+                f"{key}={value}" for part in v for key, value in part.items())
+                for k, v in changes.items()))
     runs = {}
     for name in args.configs.split(","):
         label, model_kw, train_kw = recipe[name]
         for seed in seeds:
             r = run(name, label, model_kw, train_kw, data, device, args.eval_interval, args.compile,
-                    seed)
+                    seed, cpu_bf16)
             runs.setdefault(name, []).append(r)
             h = r["history"]
-            print(f"\n({name}) {label}: {r['params']:,} parameters; seed {seed}")
+            print(f"\n({name}) {label}: {r['params']:,} parameters; seed {seed}; "
+                  f"{r['precision']}")
             print(f"{'step':>6} {'seconds':>8} {'val loss':>9}")
             for step, seconds, loss in zip(h["eval_step"], h["seconds"], h["val_loss"]):
                 print(f"{step:6d} {seconds:8.1f} {loss:9.4f}")
@@ -210,8 +240,9 @@ def main(argv=None):
               f"{mean_time('b', final_a) / a_whole:.2f}")
     if "b" in runs and "b32" in runs:
         tb, t32 = mean_time("b", target), mean_time("b32", target)
-        print(f"\nprecision, each with its faster attention kernel: (b) in bf16 reaches {target} after "
-              f"{tb:.1f} s, (b32) in float32 after {t32:.1f} s{over}: (b) / (b32) = {tb / t32:.2f}")
+        print(f"\nprecision, each with its faster attention kernel: (b) in {runs['b'][0]['precision']} "
+              f"reaches {target} after {tb:.1f} s, (b32) in float32 after {t32:.1f} s{over}: "
+              f"(b) / (b32) = {tb / t32:.2f}")
     if "a" in runs and "c" in runs:
         a_whole = statistics.mean(r["history"]["seconds"][-1] for r in runs["a"])
         tc = mean_time("c", LONG_TARGET)

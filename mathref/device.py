@@ -102,3 +102,65 @@ def describe_environment(device=None):
     elif device.type == "mps":
         name = "Apple GPU (MPS)"
     return f"mathref {__version__} | torch {torch.__version__} | device: {device.type} ({name})"
+
+
+def cpu_bf16_probe(shape=(768, 128, 512), repeats=5, margin=1.25, time_matmul=None):
+    """Whether bfloat16 autocast pays on this CPU: a measured probe, not a guess from the CPU name.
+
+    Times one matrix product of ``shape`` = (m, k, n), float32 inputs, as autocast runs it: plain
+    float32, and cast to bfloat16 (one thread, the two interleaved, best of ``repeats`` after a
+    warm-up round). bfloat16 is chosen only where it is at least ``margin`` times faster: CPUs with
+    AVX512-BF16 or AMX multiply bf16 natively (about twice as fast as float32 on the benchmark's
+    machine); others emulate it, many times slower (34× on an AVX2-only EPYC). PyTorch's
+    ``torch.backends.cpu.get_cpu_capability()`` says "AVX512" or "AVX2" but not whether bf16 is
+    native, so it is only reported. The environment variable ``MATHREF_CPU_BF16`` overrides the
+    probe: "1" (bf16), "0" (float32) or "auto" (measure; the default). ``time_matmul(dtype)``,
+    returning the seconds of one product, replaces the measurement (tests force a slow or fast result with it).
+
+    Returns ``(use_bf16, ratio, reason)``: ratio is float32's time over bfloat16's (None when the
+    environment decided), reason one sentence saying which and why.
+    """
+    import time
+
+    setting = os.environ.get("MATHREF_CPU_BF16", "auto").strip().lower() or "auto"
+    if setting not in ("0", "1", "auto"):
+        raise ValueError(f"MATHREF_CPU_BF16 must be 0, 1 or auto, got {setting!r}")
+    if setting != "auto":
+        use = setting == "1"
+        return use, None, (f"{'bfloat16' if use else 'float32'} on the CPU: set by "
+                           f"MATHREF_CPU_BF16={setting} (no probe)")
+    if time_matmul is None:
+        m, k, n = shape
+        generator = torch.Generator().manual_seed(0)
+        a = torch.randn(m, k, generator=generator)
+        b = torch.randn(k, n, generator=generator)
+
+        def time_matmul(dtype):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+                start = time.perf_counter()
+                a @ b
+                return time.perf_counter() - start
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # one thread: a busy machine's other processes disturb it least
+    try:
+        times = {torch.float32: [], torch.bfloat16: []}
+        for _ in range(repeats + 1):                   # interleaved; the first round warms up
+            for dtype in times:
+                times[dtype].append(time_matmul(dtype))
+    finally:
+        torch.set_num_threads(threads)
+    t32, t16 = min(times[torch.float32][1:]), min(times[torch.bfloat16][1:])
+    ratio = t32 / t16
+    use = ratio >= margin
+    size = "×".join(map(str, shape))
+    if use:
+        verdict = f"bfloat16 autocast on the CPU: it multiplies bf16 {ratio:.2f}× as fast as float32"
+    elif ratio < 1:
+        verdict = f"float32 on the CPU: a bf16 product takes {1 / ratio:.1f}× float32's time here"
+    else:
+        verdict = (f"float32 on the CPU: bf16 is only {ratio:.2f}× as fast as float32, below the "
+                   f"{margin:g}× that would make autocast pay")
+    return use, ratio, (f"{verdict} (probe: a {size} product, best of {repeats}, "
+                        f"one thread; PyTorch's CPU capability "
+                        f"{torch.backends.cpu.get_cpu_capability()})")

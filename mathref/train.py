@@ -32,7 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from mathref.data import get_batch
-from mathref.device import autocast_dtype, seeded
+from mathref.device import autocast_dtype, cpu_bf16_probe, seeded
 from mathref.optim import AdamW, Muon, clip_grad_norm_, decay_param_groups, warmup_cosine
 from mathref._validation import (check_choice, check_int, check_number, check_tensor,
                                 check_token_ids, resolve_device)
@@ -73,7 +73,8 @@ class TrainConfig:
     eval_seed: int = 1234
     seed: int = 0
     autocast: bool = True          # bf16/fp16 on GPUs (mathref.device.autocast_dtype), fp32 on CPU
-    cpu_bf16: bool = False         # bf16 autocast on the CPU too (fast where it has AVX512-BF16/AMX)
+    cpu_bf16: bool = False         # bf16 autocast on the CPU too (fast only where it has AVX512-BF16
+                                   # or AMX); "auto": where cpu_bf16_probe measures it faster
     compile: bool = False
     progress: bool = True
     checkpoint_path: str = None
@@ -101,8 +102,11 @@ class TrainConfig:
             raise ValueError(f"warmup_steps={self.warmup_steps} must be smaller than decay_steps "
                              f"(default max_steps) = {self.decay_steps or self.max_steps}")
         for name in ("autocast", "cpu_bf16", "compile", "progress"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            if not isinstance(getattr(self, name), bool) and not (name == "cpu_bf16"
+                                                                  and self.cpu_bf16 == "auto"):
+                extra = ' or "auto"' if name == "cpu_bf16" else ""
+                raise TypeError(f"{name} must be True or False{extra}, got "
+                                f"{getattr(self, name)!r}")
         if self.checkpoint_path is not None and not isinstance(self.checkpoint_path,
                                                                (str, os.PathLike)):
             raise TypeError(f"checkpoint_path must be a path or None, got "
@@ -144,11 +148,25 @@ def lr_at(step, cfg):
                          cfg.min_lr)
 
 
+_CPU_BF16_PROBED = {}   # MATHREF_CPU_BF16's value -> the probe's choice, measured once a process
+
+
+def cpu_bf16_enabled(cfg):
+    """cfg.cpu_bf16 as a bool: "auto" asks ``mathref.device.cpu_bf16_probe`` (once a process)."""
+    if cfg.cpu_bf16 != "auto":
+        return cfg.cpu_bf16
+    key = os.environ.get("MATHREF_CPU_BF16", "auto")
+    if key not in _CPU_BF16_PROBED:
+        _CPU_BF16_PROBED[key] = cpu_bf16_probe()[0]
+    return _CPU_BF16_PROBED[key]
+
+
 def _autocast(device, cfg):
     """Mixed precision (chapter 15) as cfg asks: the device's low-precision dtype, and bf16 on
-    the CPU only when cfg.cpu_bf16 (the weights and the optimizer stay in float32)."""
+    the CPU only when cfg.cpu_bf16 (or "auto" and the probe finds bf16 faster); the weights and
+    the optimizer stay in float32."""
     dtype = autocast_dtype(device)
-    if device.type == "cpu" and cfg.cpu_bf16:
+    if device.type == "cpu" and cpu_bf16_enabled(cfg):
         dtype = torch.bfloat16
     return torch.autocast(device_type=device.type, dtype=dtype,
                           enabled=cfg.autocast and dtype != torch.float32)

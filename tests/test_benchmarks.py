@@ -72,3 +72,55 @@ def test_main_runs_every_summary_over_two_seeds(monkeypatch, capsys):
     assert "step 2: (a)" in out and "step 1500" not in out       # only steps that were evaluated
     assert "means over seeds [0, 1]" in out
     assert "(b) / (a) =" in out and "(b) / (b32) =" in out and "within (a)'s time" in out
+
+
+@pytest.mark.parametrize("slow", [True, False])
+def test_main_chooses_the_precision_the_probe_measures(monkeypatch, capsys, slow):
+    """(b) and (c) follow the CPU probe, forced here: bf16 75 ms against 2.2 ms in float32 (the
+    AVX2-only EPYC of issue 36) -> float32 and flash attention; bf16 twice as fast -> bf16
+    autocast and SDPA's math backend. (b32) stays float32 either way; the choice and the
+    measured ratio are printed; FLOAT32_CHANGES apply to (b) in float32 only."""
+    from mathref.device import cpu_bf16_probe
+    ms = (2.2, 75.0) if slow else (1.0, 0.5)
+    fake = lambda dtype: ms[dtype == torch.bfloat16] / 1e3   # noqa: E731
+    monkeypatch.delenv("MATHREF_CPU_BF16", raising=False)
+    monkeypatch.setattr(bench, "cpu_bf16_probe", lambda: cpu_bf16_probe(time_matmul=fake))
+    tiny = {"target": 99.0}
+    for name in ("b", "c", "b32"):
+        label, model_kw, train_kw = bench.RECIPES["cpu"][name]
+        tiny[name] = (label, dict(model_kw, n_layer=1, d_model=16, block_size=16),
+                      dict(train_kw, max_steps=2, warmup_steps=1, batch_size=4, block_size=16))
+    monkeypatch.setitem(bench.RECIPES, "cpu", tiny)
+    monkeypatch.setattr(bench, "EVAL", dict(eval_batches=1, eval_batch_size=4))
+    monkeypatch.setattr(bench, "FLOAT32_CHANGES", {"b": ({"n_head": 2}, {"max_steps": 3})})
+    seen, steps = [], []
+
+    def spy(model, train_ids, val_ids, cfg, device=None):
+        seen.append((cfg.cpu_bf16, torch.backends.cuda.flash_sdp_enabled()))   # flash allowed?
+        steps.append((cfg.max_steps, model.config.n_head))
+        return train(model, train_ids, val_ids, cfg, device=device)
+    monkeypatch.setattr(bench, "train", spy)
+    assert bench.main(["--configs", "b,c,b32", "--eval-interval", "1"]) == 0
+    out = capsys.readouterr().out
+    if slow:
+        assert "precision of (b) and (c): float32 on the CPU: a bf16 product takes 34.1×" in out
+        assert seen[0] == (False, True) and seen[1] == (False, True)
+        assert "(b) in float32 reaches" in out
+    else:
+        assert "precision of (b) and (c): bfloat16 autocast on the CPU: it multiplies bf16 2.00×" in out
+        assert seen[0] == (True, False) and seen[1] == (True, False)
+        assert "(b) in bfloat16 reaches" in out
+    assert seen[2] == (False, True)                                     # (b32)
+    assert steps == [(3, 2) if slow else (2, 4), (2, 4), (2, 4)]          # (b), (c), (b32)
+    assert ("in float32, (b) changes n_head=2, max_steps=3" in out) == slow
+    assert out.count("seed 0; float32") == (3 if slow else 1)
+
+
+def test_float32_changes_build_a_valid_recipe():
+    """(b)'s float32 variant is a valid model and training config, smaller than its bf16 one
+    (only changes it names differ)."""
+    for name, (model_changes, train_changes) in bench.FLOAT32_CHANGES.items():
+        _, model_kw, train_kw = bench.RECIPES["cpu"][name]
+        changed = GPT(GPTConfig(vocab_size=65, **dict(model_kw, **model_changes)))
+        TrainConfig(**dict(train_kw, **train_changes, progress=False))
+        assert changed.num_parameters() < GPT(GPTConfig(vocab_size=65, **model_kw)).num_parameters()
