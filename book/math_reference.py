@@ -442,6 +442,8 @@ ENTRIES = [
       "ch15-mixed-precision", "test_efficient.py::test_dynamic_loss_scaler_matches_torch_grad_scaler"),
     Entry("device.autocast_dtype", "the low-precision type for autocast", r"\text{bf16 or fp16}",
       "ch15-torch-autocast", "test_device.py::test_autocast_dtype"),
+    Entry("train.cpu_bf16_enabled", "TrainConfig.cpu_bf16 resolved (\"auto\" asks the probe once)", None,
+      "ch15-torch-autocast", "test_precision_probe.py::test_train_config_auto_follows_the_probe"),
 ]
 
 # Tools: functions that implement no formula of their own (figures, widgets, data, the
@@ -455,6 +457,8 @@ ENTRIES += [
       "how-to-use-device", "test_device.py::test_seeded_adds_the_sweep_offset"),
     Entry("device.seed_offset", "the seed sweep's offset, $MATHREF_SEED_OFFSET", None,
       "how-to-use-device", "test_device.py::test_seeded_adds_the_sweep_offset"),
+    Entry("device.cpu_bf16_probe", "bf16 autocast on this CPU only where a timed product is faster", None,
+      "how-to-use-device", "test_precision_probe.py::test_forced_slow_bf16_chooses_float32_and_says_why"),
     Entry("device.describe_environment", "the versions line each chapter prints", None,
       "how-to-use-device", "test_device.py::test_describe_environment_names_versions_and_device"),
     Entry("data.tiny_shakespeare", "the Tiny Shakespeare text, checksum verified", None,
