@@ -7,6 +7,7 @@ against ``nn.TransformerEncoderLayer`` in tests/test_transformer.py).
 import torch
 from torch import nn
 
+from mathref.checks.core import integer, rng, seed_global
 from mathref.checks.core import CheckFailure, exercise, expect, expect_callable
 
 __all__ = ["check_ch13_shift_right", "check_ch13_swiglu_width", "check_ch13_decoder_params",
@@ -51,7 +52,7 @@ def check_ch13_shift_right(shift_right):
     expect_callable(shift_right, "shift_right(targets, bos_id)")
     cases = [(torch.tensor([[5, 6, 7, 2]]), 1),
              (torch.tensor([[3, 4, 2, 0, 0], [9, 8, 7, 6, 2]]), 1),
-             (torch.randint(3, 13, (4, 7), generator=torch.Generator().manual_seed(0)), 12)]
+             (torch.randint(3, 13, (4, 7), generator=rng(0)), 12)]
     for targets, bos in cases:
         before = targets.clone()
         got = shift_right(targets, bos)
@@ -79,7 +80,7 @@ def check_ch13_swiglu_width(swiglu_d_ff):
     remainder away there)."""
     expect_callable(swiglu_d_ff, "swiglu_d_ff(d_model, multiple_of)")
     for d, m in ((4096, 256), (512, 8), (768, 64), (96, 1), (64, 8), (300, 100), (5120, 256),
-                 (3 * 2 ** 50 + 1, 1)):
+                 (3 * 2 ** 50 + 1, 1), (integer(rng(1), 8, 10000), 2 ** integer(rng(2), 0, 9))):
         want = -(-8 * d // (3 * m)) * m            # ceil(8d / 3m) · m, in integers
         got = swiglu_d_ff(d, m)
         hint = "" if 8 * d < 2 ** 53 else (
@@ -105,7 +106,10 @@ def check_ch13_swiglu_width(swiglu_d_ff):
 def check_ch13_decoder_params(decoder_block_parameters):
     """decoder_block_parameters(d_model, d_ff): numel of nn.TransformerDecoderLayer."""
     expect_callable(decoder_block_parameters, "decoder_block_parameters(d_model, d_ff)")
-    for d, d_ff, h in ((512, 2048, 8), (64, 256, 4), (48, 100, 3), (8, 8, 2)):
+    gen = rng(3)
+    h = integer(gen, 1, 9)
+    drawn = (h * integer(gen, 1, 17), integer(gen, 1, 300), h)
+    for d, d_ff, h in ((512, 2048, 8), (64, 256, 4), (48, 100, 3), (8, 8, 2), drawn):
         layer = nn.TransformerDecoderLayer(d, h, d_ff, batch_first=True)
         want = sum(p.numel() for p in layer.parameters())
         got = decoder_block_parameters(d, d_ff)
@@ -161,7 +165,7 @@ def check_ch13_pre_norm_block(pre_norm_block):
     expect_callable(pre_norm_block, "pre_norm_block(x, attn, ffn, norm1, norm2)")
     from mathref.transformer import EncoderBlock
     for seed in (0, 1):
-        torch.manual_seed(seed)
+        seed_global(seed)
         block = EncoderBlock(8, 2, 16, norm_first=True).double().eval()
         with torch.no_grad():          # distinct norm parameters, so swapping them shows
             for p in (block.norm1.weight, block.norm2.weight, block.norm1.bias, block.norm2.bias):
@@ -220,7 +224,7 @@ def check_ch13_cross_attention(cross_attention):
     compared with torch's nn.MultiheadAttention (no biases, key_padding_mask = ~src_allowed)."""
     expect_callable(cross_attention, "cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, "
                                      "src_allowed)")
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     for B, T, S, d, H in ((1, 3, 5, 4, 1), (2, 4, 6, 8, 2), (3, 5, 4, 12, 4), (2, 6, 7, 16, 4)):
         y = torch.randn(B, T, d, dtype=torch.float64, generator=gen)
         memory = torch.randn(B, S, d, dtype=torch.float64, generator=gen)

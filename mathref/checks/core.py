@@ -19,9 +19,48 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["CHECKS", "CheckFailure", "ExerciseCheckFailed", "exercise", "expect",
            "expect_close", "expect_callable", "as_tensor", "expect_tensor_close",
-           "without_autograd", "Forbidden", "forbidding"]
+           "without_autograd", "Forbidden", "forbidding", "rng", "seed_global",
+           "uniform", "integer"]
 
 CHECKS = {}  # exercise label -> checker
+
+# ------------------------------------------------------------------- test inputs from the caller
+#
+# Every checker draws its random test inputs from ``rng(n)`` (n: the case's own number), never
+# from a seed of its own. Without a generator from the caller (the notebook's check cell) ``rng(n)``
+# is ``torch.Generator().manual_seed(n)``: fixed inputs, so stored outputs stay put. With one (the
+# grader passes a secretly seeded ``torch.Generator`` as ``generator=``), each ``rng(n)`` is seeded
+# by a draw from it, so a table of answers for the notebook's inputs does not pass.
+
+_CALLER = [None]   # the generator of the check in progress (innermost last); None: fixed seeds
+
+
+def _draw_seed(seed):
+    caller = _CALLER[-1]
+    if caller is None:
+        return seed
+    return int(torch.randint(0, 2 ** 62, (1,), generator=caller)) ^ seed
+
+
+def rng(seed):
+    """A ``torch.Generator`` for one case's test inputs (see above)."""
+    return torch.Generator().manual_seed(_draw_seed(seed))
+
+
+def uniform(gen, low, high):
+    """A float drawn uniformly from [low, high) by ``gen`` (from :func:`rng`)."""
+    return low + (high - low) * float(torch.rand((), generator=gen, dtype=torch.float64))
+
+
+def integer(gen, low, high):
+    """An int drawn uniformly from low, ..., high − 1 by ``gen`` (from :func:`rng`)."""
+    return int(torch.randint(low, high, (), generator=gen))
+
+
+def seed_global(seed):
+    """Seed PyTorch's global generator as :func:`rng` seeds its own: for a case whose answer
+    draws from the global generator (dropout) or builds modules with default initialization."""
+    torch.manual_seed(_draw_seed(seed))
 
 
 class CheckFailure(Exception):
@@ -50,10 +89,14 @@ def exercise(label, forbid=(), because="this exercise asks you to write it yours
     checker makes fails with a message naming the call and ``because``."""
     def decorate(check):
         @functools.wraps(check)
-        def run(*answers, **options):
+        def run(*answers, generator=None, **options):
+            if generator is not None and not isinstance(generator, torch.Generator):
+                raise TypeError(f"generator must be a torch.Generator or None, got "
+                                f"{type(generator).__name__}")
             if forbid:
                 answers = tuple(forbidding(a, forbid, label, because) if _is_function(a) else a
                                 for a in answers)
+            _CALLER.append(generator)
             try:
                 detail = check(*answers, **options)
             except CheckFailure as failure:
@@ -72,10 +115,17 @@ def exercise(label, forbid=(), because="this exercise asks you to write it yours
             except Exception as err:  # the student's code crashed: report it, don't crash
                 raise ExerciseCheckFailed(
                     label, f"your code raised {type(err).__name__}: {err}") from None
+            finally:
+                _CALLER.pop()
             print(f"✅ {label}: passed" + (f" ({detail})" if detail else ""))
 
         run.label = label
         run.forbid = tuple(forbid)
+        # the signature shows generator= (the grader passes one when it is there)
+        signature = inspect.signature(check)
+        run.__signature__ = signature.replace(parameters=[
+            *signature.parameters.values(),
+            inspect.Parameter("generator", inspect.Parameter.KEYWORD_ONLY, default=None)])
         if label in CHECKS:
             raise ValueError(f"two checkers registered for exercise {label!r}")
         CHECKS[label] = run
