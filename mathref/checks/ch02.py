@@ -33,7 +33,9 @@ def check_ch02_steepest_descent(steepest_descent_direction):
     cases = [torch.tensor([3.0, 4.0], dtype=torch.float64),
              torch.tensor([0.0, -2.0], dtype=torch.float64),
              torch.randn(5, generator=gen, dtype=torch.float64),
-             torch.randn(2, 3, generator=gen, dtype=torch.float64)]
+             torch.randn(2, 3, generator=gen, dtype=torch.float64),
+             # ‖g‖ < 1: −g/max(1, ‖g‖) is −g here, not a unit vector
+             0.01 * torch.randn(4, generator=gen, dtype=torch.float64)]
     for g in cases:
         u = steepest_descent_direction(g.clone())
         what = f"direction for gradient {g.flatten().tolist()[:3]}..."
@@ -81,10 +83,10 @@ def check_ch02_mse_gradient(mse_gradient):
         W = torch.randn(d, m, generator=gen, dtype=torch.float64)
         b = torch.randn(m, generator=gen, dtype=torch.float64)
         Y = torch.randn(N, m, generator=gen, dtype=torch.float64)
-        got = by_hand(X, W, b, Y)
+        want_W, want_b = _autograd_mse(X, W, b, Y)      # before the call, from its own inputs
+        got = by_hand(X.clone(), W.clone(), b.clone(), Y.clone())
         expect(isinstance(got, (tuple, list)) and len(got) == 2,
                "expected a pair (grad_W, grad_b)")
-        want_W, want_b = _autograd_mse(X, W, b, Y)
         where = f"N={N}, d={d}, m={m}"
         for name, g, w in (("grad_W", got[0], want_W), ("grad_b", got[1], want_b)):
             expect(not isinstance(g, torch.Tensor) or g.dtype == X.dtype,

@@ -82,7 +82,7 @@ def _number(value, what):
     if isinstance(value, (numbers.Real, np.floating, np.integer)) and not isinstance(value, bool):
         return float(value)
     if isinstance(value, np.ndarray) and value.size == 1:
-        return float(value)
+        return float(value.reshape(()).item())      # a (1,) array too (float() refuses it)
     raise CheckFailure(f"{what}: expected a number, got {type(value).__name__}")
 
 

@@ -207,15 +207,17 @@ def check_ch08_batch_norm_backward(batch_norm_backward):
     BatchNorm of x of shape (n, C), without autograd."""
     expect_callable(batch_norm_backward, "batch_norm_backward(dy, x, gamma, eps)")
     by_hand = without_autograd(batch_norm_backward)
-    for seed, (n, C) in ((0, (2, 3)), (1, (5, 1)), (2, (16, 7)), (3, (8, 4))):
+    # the last case's ε = 0.5 is far from the default: an answer that ignores eps shows
+    for seed, (n, C), eps in ((0, (2, 3), 1e-5), (1, (5, 1), 1e-5), (2, (16, 7), 1e-5),
+                              (3, (8, 4), 1e-5), (4, (6, 3), 0.5)):
         gen = rng(seed)
         x = (1.0 + 2.0 * torch.randn(n, C, generator=gen, dtype=F64)
              * torch.logspace(-2, 1, C, dtype=F64)).requires_grad_()      # features of very different scales
         gamma = torch.randn(C, generator=gen, dtype=F64).requires_grad_()
         beta = torch.randn(C, generator=gen, dtype=F64).requires_grad_()
         dy = torch.randn(n, C, generator=gen, dtype=F64)
-        (F.batch_norm(x, None, None, gamma, beta, training=True, eps=1e-5) * dy).sum().backward()
-        got = by_hand(dy.clone(), x.detach().clone(), gamma.detach().clone(), 1e-5)
+        (F.batch_norm(x, None, None, gamma, beta, training=True, eps=eps) * dy).sum().backward()
+        got = by_hand(dy.clone(), x.detach().clone(), gamma.detach().clone(), eps)
         expect(isinstance(got, (tuple, list)) and len(got) == 3,
                f"expected the tuple (dx, dgamma, dbeta), got {type(got).__name__}"
                + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""))
@@ -227,14 +229,14 @@ def check_ch08_batch_norm_backward(batch_norm_backward):
         _expect_tensor_close(dgamma, gamma.grad, f"∂L/∂γ for {where} (Σ over the batch of dy ⊙ x̂)",
                              wrong=[((dy * x0).sum(0), "dγ = Σ dy ⊙ x̂, with the normalized x̂, "
                                                        "not x"),
-                                    ((dy * _xhat(x0, 1e-5, unbiased=True)[0]).sum(0),
+                                    ((dy * _xhat(x0, eps, unbiased=True)[0]).sum(0),
                                      "BatchNorm normalizes with the biased batch variance (÷ n)"),
-                                    ((dy * _xhat(x0, 1e-5, dim=-1)[0]).sum(0),
+                                    ((dy * _xhat(x0, eps, dim=-1)[0]).sum(0),
                                      "x̂ takes BatchNorm's statistics, per feature over the n "
                                      "examples, not LayerNorm's per example")])
         _expect_tensor_close(dx, x.grad, f"∂L/∂x for {where} (statistics per feature, over the "
                                          "n examples)", rtol=1e-7, atol=1e-9,
-                             wrong=_batch_norm_dx_mistakes(dy, x0, gamma0, 1e-5))
+                             wrong=_batch_norm_dx_mistakes(dy, x0, gamma0, eps))
         # the exact formula is within about 1e-14 of autograd (relative to the largest entry);
         # central differences, even around a hand-written forward pass, stay above 1e-10 here
         for name, mine, want in (("∂L/∂x", dx, x.grad), ("∂L/∂γ", dgamma, gamma.grad),

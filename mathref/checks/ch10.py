@@ -168,7 +168,11 @@ def check_ch10_one_hot_embedding(embed_one_hot):
     out = embed_one_hot(ids, W)
     expect(out.requires_grad, "the result should depend on E through autograd (use a product, "
                               "not a detached copy)")
-    if out.grad_fn is not None:   # computed here (through the grader's channel it is a leaf)
+    # computed here, the result has a grad_fn; through the grader's channel it comes back a leaf
+    expect(out.grad_fn is not None or getattr(embed_one_hot, "remote", False),
+           "your result requires grad but has no history (a detached copy marked "
+           "requires_grad): the gradient must reach E, so compute the product from E itself")
+    if out.grad_fn is not None:
         out.sum().backward()
         want = torch.zeros_like(E)
         want[0] = 1
@@ -238,8 +242,10 @@ def check_ch10_bpe_encode(bpe_encode):
     text = " ".join(words[integer(gen, 0, len(words))] for _ in range(integer(gen, 2, 8)))
     cases.append((tok.merges, text, f"{text!r} with merges learned from a toy corpus"))
     for merges, text, what in cases:
-        want = tokenizers.BPETokenizer(merges).encode(text, allowed_special=False)
+        # the answer first: an expected value computed before the call could be read from
+        # this frame by the answer (sys._getframe(1).f_locals)
         got = bpe_encode(text, [tuple(m) for m in merges])
+        want = tokenizers.BPETokenizer(merges).encode(text, allowed_special=False)
         try:
             got = [int(x) for x in got]
         except TypeError:

@@ -133,6 +133,10 @@ def check_ch11_attention(attention):
     _expect_tensor_close(attention(q, k, v, bias),
                          F.scaled_dot_product_attention(q, k, v, attn_mask=bias),
                          "a finite additive bias −0.7·|i − j| (add it after scaling)")
+    # scores in the thousands: exp overflows unless the row maximum is subtracted first
+    q, k, v = _randn(1, 2, 4, 8, seed=9) * 60, _randn(1, 2, 6, 8, seed=10) * 60, _randn(1, 2, 6, 3, seed=11)
+    _expect_tensor_close(attention(q, k, v, None), F.scaled_dot_product_attention(q, k, v),
+                         "scores in the thousands (subtract each row's maximum before exp)")
     return "scores scaled by 1/√d_k, mask added after scaling, softmax over keys"
 
 

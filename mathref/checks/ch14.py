@@ -242,7 +242,7 @@ def check_ch14_rope_decode_step(rope_decode_step):
             expect(tuple(out.shape) == (B, H, 1, d),
                    f"out must be [B, H, 1, d_k] = {[B, H, 1, d]}, got {list(out.shape)}")
             err = float((out - full[:, :, t:t + 1]).abs().max())
-            if err >= 1e-6:
+            if not err < 1e-6:         # (a nan error fails too)
                 mistakes = ((q[:, :, t:t + 1], math.sqrt(d), "rotate the query too, at position S"),
                             (q_rot[:, :, t:t + 1], 1.0, "scale the scores by 1/√d_k"))
                 why = next((why for q_t, scale, why in mistakes if torch.allclose(

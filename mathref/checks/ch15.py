@@ -174,6 +174,23 @@ def check_ch15_merge_softmax_states(merge_softmax_states):
                f"acc / l must equal softmax(s) @ v for a split {n1}+{n2}; max error {err:.3g}"
                + (" (rescale acc₁ and acc₂ by the same factors e^(m_a − m) as the sums)"
                   if same_as_sum else ""))
+    # the empty state (m = −∞, ℓ = 0, acc = 0), a loop's start: merging it changes nothing
+    s = torch.randn(4, generator=g, dtype=torch.float64)
+    v = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    real = state(s, v)
+    empty = (torch.tensor(-math.inf, dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64),
+             torch.zeros(3, dtype=torch.float64))
+    for first, second, what in ((empty, real, "the empty state (m = −∞, ℓ = 0) first"),
+                                (real, empty, "the empty state (m = −∞, ℓ = 0) second")):
+        got = merge_softmax_states(*(t.clone() for t in first), *(t.clone() for t in second))
+        expect(isinstance(got, (tuple, list)) and len(got) == 3,
+               f"return the triple (m, l, acc), got {type(got).__name__}")
+        for name, mine, want in zip(("m", "l", "acc"), got, real):
+            mine = torch.as_tensor(mine, dtype=torch.float64)
+            expect(mine.shape == want.shape and bool(torch.isfinite(mine).all())
+                   and torch.allclose(mine, want, rtol=1e-12, atol=0),
+                   f"merging with {what}: {name} should be the other state's, "
+                   f"{want.tolist()}, got {mine.tolist()}")
     return "both partial states rescaled to the common max, then added"
 
 

@@ -15,6 +15,8 @@ import sys
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from mathref.checks import gate
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["CHECKS", "CheckFailure", "ExerciseCheckFailed", "exercise", "expect",
@@ -93,9 +95,8 @@ def exercise(label, forbid=(), because="this exercise asks you to write it yours
             if generator is not None and not isinstance(generator, torch.Generator):
                 raise TypeError(f"generator must be a torch.Generator or None, got "
                                 f"{type(generator).__name__}")
-            if forbid:
-                answers = tuple(forbidding(a, forbid, label, because) if _is_function(a) else a
-                                for a in answers)
+            answers = tuple(forbidding(a, forbid, label, because) if callable(a) else a
+                            for a in answers)
             _CALLER.append(generator)
             try:
                 detail = check(*answers, **options)
@@ -245,10 +246,14 @@ class _RealOnly(TorchDispatchMode):
         super().__init__()
         self.hit = False
 
+    # a real matrix's eigenvalues are complex in general: an eigenvalue routine is no step
+    EIGEN = ("linalg_eig", "linalg_eigvals", "_linalg_eig")
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         results = out if isinstance(out, (tuple, list)) else (out,)
-        if any(isinstance(t, torch.Tensor) and t.is_complex() for t in results):
+        if func.__name__.split(".")[0] not in self.EIGEN and any(
+                isinstance(t, torch.Tensor) and t.is_complex() for t in results):
             self.hit = True
             raise CheckFailure(_COMPLEX_STEP_MESSAGE)
         return out
@@ -414,6 +419,18 @@ class _refusing:
         return value
 
 
+def _handed_in(args, kwargs):
+    """The code of the functions a checker passes to the answer (f in central_difference(f,
+    x, h)): they run inside the call and are not the answer's."""
+    found = set()
+    for value in (*args, *kwargs.values()):
+        for item in (value if isinstance(value, (list, tuple)) else (value,)):
+            code = getattr(getattr(item, "__func__", item), "__code__", None)
+            if code is not None:
+                found.add(code)
+    return found
+
+
 def _hit(name):
     """Record a refused call on the innermost rule that forbids ``name``."""
     owner = next((rule for rule in reversed(ACTIVE) if name in rule.names), None)
@@ -430,9 +447,11 @@ class Forbidden:
     solution that catches it still fails."""
 
     def __init__(self, names, label="this exercise", because="this exercise asks you to write it "
-                 "yourself"):
+                 "yourself", trusted=()):
         self.names, self.label, self.because = tuple(names), label, because
         self.hits, self._saved, self._modes, self._attrs = [], [], [], []
+        self.trusted = trusted      # code objects the checker hands to the answer
+        self._gate = None
 
     def __enter__(self):
         self.hits = []
@@ -465,6 +484,12 @@ class Forbidden:
             else:
                 functions[obj] = name
         ACTIVE.append(self)
+        if self.label in CHECKS:        # an exercise's own rule: its gate on what runs, too
+            self._gate = gate.for_exercise(self.label, [code for _, code in self._saved])
+            self._gate.trusted.update(self.trusted)
+            self._gate.__enter__()
+        # the named refusals' modes go above the gate's: a call this rule names is refused
+        # with its own reason first
         if functions:
             self._modes.append(_TorchFunctions(functions, conditions))
         if aten:
@@ -474,9 +499,13 @@ class Forbidden:
         return self
 
     def __exit__(self, kind, error, traceback):
+        refused = []
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)
         self._modes = []
+        if self._gate is not None:
+            self._gate.__exit__(kind, error, traceback)
+            refused, self._gate = self._gate.hits, None
         for obj, code in reversed(self._saved):
             obj.__code__ = code
         self._saved = []
@@ -487,6 +516,8 @@ class Forbidden:
             ACTIVE.pop()
         if self.hits:
             raise ForbiddenCall(self.message(self.hits[0])) from None
+        if refused:
+            raise ForbiddenCall(refused[0]) from None
         if kind is PermissionError and error.args[:1] == (_SENTINEL,) \
                 and error.args[1] in self.names:
             raise ForbiddenCall(self.message(error.args[1])) from None
@@ -511,9 +542,12 @@ def forbidding(answer, names, label="this exercise", because="this exercise asks
     travels with the call and is applied there, where the student's code runs."""
     remote = getattr(type(answer), "_mathref_remote", False)
 
-    @functools.wraps(answer) if not remote else (lambda f: f)
+    if not callable(answer):
+        return answer
+
+    @functools.wraps(answer, updated=()) if not remote else (lambda f: f)
     def call(*args, **kwargs):
-        rule = Forbidden(names, label, because)
+        rule = Forbidden(names, label, because, trusted=_handed_in(args, kwargs))
         if remote:
             ACTIVE.append(rule)
             try:
@@ -522,4 +556,5 @@ def forbidding(answer, names, label="this exercise", because="this exercise asks
                 ACTIVE.remove(rule)
         with rule:
             return answer(*args, **kwargs)
+    call.remote = remote        # whether results come back through the grader's channel
     return call
