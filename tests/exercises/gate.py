@@ -162,6 +162,28 @@ GATE_SHORTCUTS = {
                                   "def inverted_dropout(x, p):\n"
                                   "    mask = torch.distributions.Bernoulli(probs=torch.full_like(x, 1 - p)).sample()\n"
                                   "    return x * mask / (1 - p)\n"),
+        ("ch04-topological-order", "import networkx as nx\n\n"
+                                   "def topo_sort(root):\n"
+                                   "    g, stack, seen = nx.DiGraph(), [root], {id(root)}\n"
+                                   "    g.add_node(id(root), node=root)\n"
+                                   "    while stack:\n"
+                                   "        n = stack.pop()\n"
+                                   "        for c in n._prev:\n"
+                                   "            g.add_node(id(c), node=c)\n"
+                                   "            g.add_edge(id(c), id(n))\n"
+                                   "            if id(c) not in seen:\n"
+                                   "                seen.add(id(c)); stack.append(c)\n"
+                                   "    return [g.nodes[i]['node'] for i in nx.topological_sort(g)]\n"),
+        ("ch11-attention", "from transformers.models.gpt2.modeling_gpt2 import eager_attention_forward\n"
+                           "import torch\n\n"
+                           "class _M(torch.nn.Module):\n"
+                           "    is_causal = False\n"
+                           "    training = False\n\n"
+                           "def attention(q, k, v, mask=None):\n"
+                           "    m = _M()\n"
+                           "    m.config = type('C', (), {'scale_attn_weights': True})()\n"
+                           "    m.scale_attn_by_inverse_layer_idx = False\n"
+                           "    return eager_attention_forward(m, q, k, v, mask, dropout=0.0)[0].transpose(1, 2)\n"),
     ],
     # 7. copies made before the check
     "copies": [
