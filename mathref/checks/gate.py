@@ -183,8 +183,11 @@ _MODE_SWITCHES = frozenset(("handle_torch_function", "_pop_mode", "_pop_mode_tem
                   "_disable_current_modes", "_DisableTorchDispatch", "DisableTorchFunction",
                   "DisableTorchFunctionSubclass", "_len_torch_function_stack",
                   "_get_function_stack_at", "_get_dispatch_stack_at"))
-# the frames of the checker that calls the answer (where an expected value may sit)
-_FRAMES = frozenset(("_getframe", "currentframe", "stack", "getouterframes", "_current_frames"))
+# the frames of the checker that calls the answer (where an expected value may sit): sys's
+# C functions, inspect's Python ones
+_FRAMES = frozenset(("_getframe", "_current_frames"))
+_INSPECT_FRAMES = frozenset(("currentframe", "stack", "getouterframes"))
+_INSPECT = os.path.join(os.path.dirname(os.path.abspath(os.__file__)), "inspect.py")
 # C functions that run code elsewhere: a new thread or process
 _C_ELSEWHERE = ("start_new_thread", "start_new", "start_joinable_thread", "fork", "forkpty",
                 "system", "posix_spawn", "posix_spawnp", "execv", "execve", "fork_exec")
@@ -228,6 +231,7 @@ def _classify(filename, gate):
 
 
 _ANSWER_CODE = {}
+_ANSWER_STRINGS = ("<solution", "<setup", "<ipython-input", "<string>", "<stdin>", "<check")
 _VERDICTS = {}      # a gate's configuration -> its verdicts on code and on C functions
 _ALLOWED_OPS = {}   # an exercise's own operators -> those with ELEMENTARY
 _THREAD_START = threading.Thread.start.__code__
@@ -243,9 +247,12 @@ def _from_answer(frame):
     if known is None:
         path = code.co_filename
         path = os.path.abspath(path) if not path.startswith("<") else path
+        # (code compiled from a string: a solution cell's, or a library's own, such as
+        # core's <forbidden> stubs and torch's generated code)
         known = _ANSWER_CODE[code] = not (
             path.startswith(_STDLIB) or _SITE in path or path.startswith(_MATHREF)
-            or (_TORCH and path.startswith(_TORCH)) or path.startswith("<frozen"))
+            or (_TORCH and path.startswith(_TORCH))
+            or (path.startswith("<") and not path.startswith(_ANSWER_STRINGS)))
     return known
 
 
@@ -378,7 +385,8 @@ class Gate:
                 return
             if verdict is None and code.co_name in _MODE_SWITCHES and _from_answer(frame.f_back):
                 self._profile_refuse(code.co_name, "torch.overrides: it switches off the checks")
-            if verdict is None and code.co_name in _FRAMES and _from_answer(frame.f_back):
+            if verdict is None and code.co_name in _INSPECT_FRAMES \
+                    and code.co_filename == _INSPECT and _from_answer(frame.f_back):
                 self._profile_refuse(code.co_name, "inspect: the checker's frames")
             if verdict is not None and not _importing(frame):
                 self._profile_refuse(f"{code.co_name}", verdict)
@@ -398,11 +406,10 @@ class Gate:
                 if key is not None:
                     self._c_verdicts[key] = verdict
             name = getattr(arg, "__name__", "")
-            if verdict is None and (name in _MODE_SWITCHES or name in _FRAMES):
-                if name in _MODE_SWITCHES:
-                    verdict = "torch._C: it switches off the checks"
-                elif name in _FRAMES:
-                    verdict = "sys: the checker's frames"
+            if verdict is None and name in _MODE_SWITCHES:
+                verdict = "torch._C: it switches off the checks"
+            elif verdict is None and name in _FRAMES and getattr(arg, "__module__", "") == "sys":
+                verdict = "sys: the checker's frames"
             if verdict is not None and not _importing(frame):
                 self._profile_refuse(getattr(arg, "__qualname__", repr(arg)), verdict)
 
