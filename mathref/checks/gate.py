@@ -74,6 +74,8 @@ ELEMENTARY = frozenset("""
     sym_size sym_stride sym_numel sym_storage_offset size stride numel dim
     numpy_T pad constant_pad_nd is_floating_point is_complex column_stack
     requires_grad_ retain_grad
+    is_inference storage_offset is_contiguous is_same_size is_signed is_conj is_neg
+    output_nr _version element_size
 """.split())
 
 
