@@ -25,7 +25,7 @@ for _module in pkgutil.iter_modules(exercises.__path__):
         _table.update(getattr(_loaded, _name, {}))
 SHORTCUTS, RIGHT = TABLES["SHORTCUTS"], TABLES["RIGHT_ANSWERS"]
 # what a refusal says: a forbidden call is named; autograd where the gradient is to be derived
-REFUSALS = ("your solution called", "without autograd")
+REFUSALS = ("your solution called", "your solution ran", "without autograd")
 
 SHORTCUT_CASES = [(label, i) for label in EXERCISES for i in range(len(SHORTCUTS.get(label, [])))]
 RIGHT_CASES = [(label, i) for label in EXERCISES for i in range(len(RIGHT.get(label, [])))]

@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import torch
 
+from mathref.checks.core import integer, rng, uniform
 from mathref.checks.core import (CheckFailure, exercise, expect, expect_callable, expect_close,
                                  without_autograd)
 
@@ -42,7 +43,7 @@ def check_ch01_central_difference(central_difference):
     expect_callable(central_difference, "central_difference(f, x, h)")
     # On x³ the central difference is exactly 3x² + h², whatever x: it tells forward
     # differences (3x² + 3xh + h²) and a missing factor 2 apart even with a large h.
-    for x in (-1.5, 0.0, 2.0):
+    for x in (-1.5, 0.0, 2.0, round(uniform(rng(1), -3.0, 3.0), 4)):
         for h in (0.1, 0.01):
             got = _number(central_difference(lambda t: t ** 3, x, h), f"d/dx x³ at x={x}")
             want = 3 * x * x + h * h
@@ -80,6 +81,9 @@ def check_ch01_gradient_descent_loop(gradient_descent_1d):
     cases = [(lambda x: 2 * x, 3.0, 0.1, 10),                      # x²
              (lambda x: 4 * (x - 2) ** 3 + 2 * x, 0.5, 0.02, 25),   # (x − 2)⁴ + x²
              (lambda x: math.cos(x), 1.0, 0.5, 15)]                 # sin x
+    gen = rng(2)
+    cases.append((lambda x: 2 * x, round(uniform(gen, -4.0, 4.0), 4),
+                  round(uniform(gen, 0.01, 0.45), 4), integer(gen, 5, 20)))
     for df, x0, lr, steps in cases:
         got = list(gradient_descent_1d(df, x0, lr, steps))
         want = _descent(df, x0, lr, steps)
@@ -102,7 +106,7 @@ def check_ch01_gradient_descent_loop(gradient_descent_1d):
 def _quadratic_cases():
     """Symmetric positive definite Hessians H = Q diag(λ) Qᵀ with known eigenvalues, in 2, 3 and
     5 dimensions (random rotations Q, so the answer cannot be read off the diagonal)."""
-    gen = torch.Generator().manual_seed(11)
+    gen = rng(11)
     cases = []
     for eigenvalues in ((1.0, 25.0), (0.5, 2.0), (3.0, 4.0), (0.2, 1.0, 7.0), (1.0, 2.0, 3.0, 5.0, 40.0)):
         lam = torch.tensor(eigenvalues, dtype=torch.float64)
@@ -293,6 +297,9 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
              # k ≈ 2·10¹⁰ (1 − 2η = 1 − 2⁻³³ exactly): instant with the closed form, endless
              # with a loop over the steps
              (1.0, 2.0 ** -34, 0.1)]
+    gen = rng(3)
+    cases.append((round(uniform(gen, 0.5, 5.0), 4) * (-1) ** integer(gen, 0, 2),
+                  round(uniform(gen, 0.01, 0.45), 4), 10.0 ** -integer(gen, 2, 8)))
     for x0, lr, tol in cases:
         expected = _exact_steps(x0, lr, tol)
         where = f"x0={x0}, η={lr}, tol={tol}"

@@ -1,6 +1,7 @@
 """Checkers for chapter 2: vectors, matrices and gradients; linear regression."""
 import torch
 
+from mathref.checks.core import rng
 from mathref.checks.core import (AUTOGRAD_FUNCTIONAL, as_tensor, exercise, expect, expect_callable,
                                  expect_tensor_close, forbidding, without_autograd)
 
@@ -28,11 +29,13 @@ def _matches(got, candidate, rtol=1e-6, atol=1e-9):
 def check_ch02_steepest_descent(steepest_descent_direction):
     """steepest_descent_direction(g) returns the unit vector −g/‖g‖."""
     expect_callable(steepest_descent_direction, "steepest_descent_direction(grad)")
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     cases = [torch.tensor([3.0, 4.0], dtype=torch.float64),
              torch.tensor([0.0, -2.0], dtype=torch.float64),
              torch.randn(5, generator=gen, dtype=torch.float64),
-             torch.randn(2, 3, generator=gen, dtype=torch.float64)]
+             torch.randn(2, 3, generator=gen, dtype=torch.float64),
+             # ‖g‖ < 1: −g/max(1, ‖g‖) is −g here, not a unit vector
+             0.01 * torch.randn(4, generator=gen, dtype=torch.float64)]
     for g in cases:
         u = steepest_descent_direction(g.clone())
         what = f"direction for gradient {g.flatten().tolist()[:3]}..."
@@ -72,7 +75,7 @@ def check_ch02_mse_gradient(mse_gradient):
     """mse_gradient(X, W, b, Y) returns (∂L/∂W, ∂L/∂b) for L = (1/N)‖XW + b − Y‖²."""
     expect_callable(mse_gradient, "mse_gradient(X, W, b, Y)")
     by_hand = without_autograd(mse_gradient)   # the statement says "no autograd"
-    gen = torch.Generator().manual_seed(1)
+    gen = rng(1)
     # m = 3 first: there dividing by N·m (F.mse_loss's mean over all entries) and a missing
     # factor 2 give different answers, so each slip gets its own diagnosis
     for N, d, m in ((5, 2, 3), (8, 3, 2), (25, 4, 1)):
@@ -80,10 +83,10 @@ def check_ch02_mse_gradient(mse_gradient):
         W = torch.randn(d, m, generator=gen, dtype=torch.float64)
         b = torch.randn(m, generator=gen, dtype=torch.float64)
         Y = torch.randn(N, m, generator=gen, dtype=torch.float64)
-        got = by_hand(X, W, b, Y)
+        want_W, want_b = _autograd_mse(X, W, b, Y)      # before the call, from its own inputs
+        got = by_hand(X.clone(), W.clone(), b.clone(), Y.clone())
         expect(isinstance(got, (tuple, list)) and len(got) == 2,
                "expected a pair (grad_W, grad_b)")
-        want_W, want_b = _autograd_mse(X, W, b, Y)
         where = f"N={N}, d={d}, m={m}"
         for name, g, w in (("grad_W", got[0], want_W), ("grad_b", got[1], want_b)):
             expect(not isinstance(g, torch.Tensor) or g.dtype == X.dtype,
@@ -151,7 +154,7 @@ def _on_design_matrix(solve_least_squares, X, y, also=()):
 def check_ch02_least_squares(solve_least_squares):
     """solve_least_squares(X, y) returns (w, b) minimizing ‖Xw + b − y‖², in X's dtype."""
     expect_callable(solve_least_squares, "solve_least_squares(X, y)")
-    gen = torch.Generator().manual_seed(2)
+    gen = rng(2)
     # a well-conditioned problem with noise, checked against the normal equations in float64
     X = torch.randn(40, 3, generator=gen, dtype=torch.float64)
     y = X @ torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64) + 3.0 \
@@ -174,7 +177,7 @@ def check_ch02_least_squares(solve_least_squares):
     # an ill-conditioned problem in float64 (cond(X̃) ≈ 2e7): least squares on X̃ lands within
     # 2e-9 of the exact weights; the normal equations, whatever solves them (solve, LU, eigh,
     # Cramer's rule, NumPy), work with cond(X̃ᵀX̃) ≈ 4e14 and miss by 1e-4 to 1e-1
-    gen64 = torch.Generator().manual_seed(4)
+    gen64 = rng(4)
     t = torch.randn(100, generator=gen64, dtype=torch.float64)
     X = torch.stack([t, t + 1e-7 * torch.randn(100, generator=gen64, dtype=torch.float64)], 1)
     y = X @ torch.tensor([1.0, 2.0], dtype=torch.float64) + 0.5
@@ -212,7 +215,7 @@ def check_ch02_max_stable_lr(max_stable_lr):
     L(w, b) = (1/N)‖Xw + b − y‖² diverges."""
     expect_callable(max_stable_lr, "max_stable_lr(X)")
     derived = without_autograd(max_stable_lr)     # "derive it": no Hessian from autograd
-    gen = torch.Generator().manual_seed(3)
+    gen = rng(3)
     for N, scales in ((50, (1.0, 1.0)), (80, (1.0, 5.0, 0.3)), (30, (3.0,))):
         X = torch.randn(N, len(scales), generator=gen, dtype=torch.float64) \
             * torch.tensor(scales, dtype=torch.float64) + 1.0

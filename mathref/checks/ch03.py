@@ -2,6 +2,7 @@
 import torch
 from torch import nn
 
+from mathref.checks.core import integer, rng, seed_global
 from mathref.checks.core import AUTOGRAD_FUNCTIONAL
 from mathref.checks.core import (exercise, expect, expect_callable, expect_close, expect_tensor_close,
                                  without_autograd)
@@ -42,6 +43,7 @@ def check_ch03_sigmoid_derivative(sigmoid_derivative):
     expect_callable(sigmoid_derivative, "sigmoid_derivative(z)")
     by_hand = without_autograd(sigmoid_derivative)
     z = torch.linspace(-12, 12, 97, dtype=torch.float64)
+    z = torch.cat([z, (6 * torch.randn(32, generator=rng(1), dtype=torch.float64)).clamp(-12, 12)])
     (want,) = _autograd_grad(lambda t: torch.sigmoid(t).sum(), z)
     got = by_hand(z.clone())
     s = torch.sigmoid(z)
@@ -90,8 +92,10 @@ def check_ch03_parameter_count(count_mlp_parameters):
     """count_mlp_parameters(sizes) = number of weights and biases of Linear layers
     sizes[0] → sizes[1] → … → sizes[-1]."""
     expect_callable(count_mlp_parameters, "count_mlp_parameters(sizes)")
-    for sizes in ([4, 3, 3, 2], [2, 1], [784, 128, 64, 10], [3, 5, 1], [10, 10]):
-        torch.manual_seed(0)
+    gen = rng(2)
+    drawn = [integer(gen, 1, 300) for _ in range(integer(gen, 2, 6))]
+    for sizes in ([4, 3, 3, 2], [2, 1], [784, 128, 64, 10], [3, 5, 1], [10, 10], drawn):
+        seed_global(0)
         model = nn.Sequential(*[nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:])])
         want = sum(p.numel() for p in model.parameters())
         got = count_mlp_parameters(list(sizes))
@@ -119,7 +123,7 @@ def check_ch03_output_delta(output_delta):
     δ₂ = ∂L/∂Z₂)."""
     expect_callable(output_delta, "output_delta(Y_hat, Y)")
     by_hand = without_autograd(output_delta)
-    gen = torch.Generator().manual_seed(3)
+    gen = rng(3)
     for n, d in ((5, 3), (8, 1), (2, 4)):
         Y_hat = torch.randn(n, d, generator=gen, dtype=torch.float64)
         Y = torch.randn(n, d, generator=gen, dtype=torch.float64)
@@ -148,7 +152,7 @@ def check_ch03_two_layer_backward(two_layer_backward):
     checked on its own, so a wrong hidden delta is named as such."""
     expect_callable(two_layer_backward, "two_layer_backward(X, Y, W1, b1, W2, b2)")
     by_hand = without_autograd(two_layer_backward)
-    gen = torch.Generator().manual_seed(4)
+    gen = rng(4)
     for n, d_in, d_h, d_out in ((6, 3, 4, 2), (10, 2, 5, 1)):
         def r(*shape):
             return torch.randn(*shape, generator=gen, dtype=torch.float64)

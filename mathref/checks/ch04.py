@@ -5,6 +5,7 @@ import torch
 
 from mathref.autograd import Value
 from mathref.calculus import check_gradients
+from mathref.checks.core import rng, uniform
 from mathref.checks.core import AUTOGRAD_FUNCTIONAL
 from mathref.checks.core import exercise, expect, expect_callable, expect_close, without_autograd
 
@@ -42,7 +43,9 @@ def check_ch04_sigmoid_backward(sigmoid_backward):
     without autograd."""
     expect_callable(sigmoid_backward, "sigmoid_backward(x, y, grad_y)")
     sigmoid_backward = without_autograd(sigmoid_backward)
-    for x, g in ((0.0, 1.0), (1.5, 1.0), (-2.0, 0.5), (0.7, -3.0), (3.0, 2.0)):
+    gen = rng(1)
+    drawn = (round(uniform(gen, -6.0, 6.0), 4), round(uniform(gen, -3.0, 3.0), 4))
+    for x, g in ((0.0, 1.0), (1.5, 1.0), (-2.0, 0.5), (0.7, -3.0), (3.0, 2.0), drawn):
         t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
         torch.sigmoid(t).backward(torch.tensor(g, dtype=torch.float64))
         y = _sigmoid(x)
@@ -81,7 +84,7 @@ def check_ch04_sigmoid_backward(sigmoid_backward):
 
 
 def _random_graph(seed):
-    gen = torch.Generator().manual_seed(seed)
+    gen = rng(seed)
     leaves = [Value(float(v)) for v in torch.randn(3, generator=gen)]
     pool = list(leaves)
     for k in range(8):
@@ -128,7 +131,7 @@ def check_ch04_topological_order(topo_sort):
 
 
 def _vjp_inputs(seed):
-    gen = torch.Generator().manual_seed(seed)
+    gen = rng(seed)
     x = torch.randn(5, 4, generator=gen, dtype=torch.float64)
     W = torch.randn(4, 3, generator=gen, dtype=torch.float64)
     v = torch.randn(5, 3, generator=gen, dtype=torch.float64)
@@ -199,7 +202,7 @@ def check_ch04_silu_backward(silu_backward):
     expect_callable(silu_backward, "silu_backward(x, grad_y)")
     silu_backward = without_autograd(silu_backward)
     silu = _silu_function(silu_backward)
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     x = torch.randn(7, generator=gen, dtype=torch.float64) * 3
     g0 = torch.randn(7, generator=gen, dtype=torch.float64)
     s = torch.sigmoid(x)

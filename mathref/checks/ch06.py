@@ -3,6 +3,7 @@ import math
 
 import torch
 
+from mathref.checks.core import integer, rng, uniform
 from mathref.checks.core import (CheckFailure, as_tensor, exercise, expect, expect_callable,
                                  expect_close, expect_tensor_close)
 
@@ -20,7 +21,10 @@ __all__ = ["check_ch06_warmup_cosine", "check_ch06_clip_global_norm", "check_ch0
 def check_ch06_warmup_cosine(lr_at):
     """lr_at(step, warmup_steps, total_steps, lr_max, lr_min): linear warm-up, cosine to a floor."""
     expect_callable(lr_at, "lr_at(step, warmup_steps, total_steps, lr_max, lr_min)")
-    for W, T, hi, lo in ((10, 110, 3e-4, 3e-5), (4, 20, 1.0, 0.0), (100, 1100, 6e-4, 6e-5)):
+    gen = rng(1)
+    W = integer(gen, 2, 200)
+    drawn = (W, W + integer(gen, 10, 2000), uniform(gen, 1e-4, 1e-2), uniform(gen, 0.0, 1e-4))
+    for W, T, hi, lo in ((10, 110, 3e-4, 3e-5), (4, 20, 1.0, 0.0), (100, 1100, 6e-4, 6e-5), drawn):
         for step in sorted({0, 1, W // 2, W - 1, W, W + 1, (W + T) // 2, T - 1, T, T + 7}):
             if step < W:
                 want = hi * (step + 1) / W
@@ -51,7 +55,7 @@ def _torch_clipped(grads, max_norm):
 def check_ch06_clip_global_norm(clip_global_norm):
     """clip_global_norm(grads, max_norm) returns the list of gradients scaled by min(1, c/‖g‖)."""
     expect_callable(clip_global_norm, "clip_global_norm(grads, max_norm)")
-    gen = torch.Generator().manual_seed(6)
+    gen = rng(6)
     cases = [([torch.tensor([3.0, 0.0]), torch.tensor([[0.0, 4.0]])], 1.0),      # norm 5
              ([torch.tensor([3.0, 0.0]), torch.tensor([[0.0, 4.0]])], 10.0),     # untouched
              ([torch.tensor([0.1]), 10 * torch.ones(3, 3)], 2.0),
@@ -100,7 +104,7 @@ def _clip_hint(got, grads, c, norm):
 
 
 def _sequence(seed, n=25):
-    gen = torch.Generator().manual_seed(seed)
+    gen = rng(seed)
     target = torch.randn(5, generator=gen, dtype=torch.float64)
     scale = torch.tensor([1e-3, 0.1, 1.0, 10.0, 300.0], dtype=torch.float64)
     return target, scale
@@ -237,7 +241,7 @@ def check_ch06_newton_schulz(orthogonalize):
     at the same tight tolerance."""
     expect_callable(orthogonalize, "orthogonalize(G, steps)")
     a, b, c = 3.4445, -4.7750, 2.0315
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     for shape in ((4, 7), (7, 4), (5, 5)):
         G = torch.randn(*shape, generator=gen, dtype=torch.float64)
         U, S, Vh = torch.linalg.svd(G, full_matrices=False)

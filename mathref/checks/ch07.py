@@ -6,6 +6,7 @@ import numbers
 import numpy as np
 import torch
 
+from mathref.checks.core import rng, seed_global, uniform, integer
 from mathref.checks.core import (AUTOGRAD_FUNCTIONAL, CheckFailure, exercise, expect,
                                  expect_callable, expect_close, without_autograd)
 
@@ -44,7 +45,10 @@ def check_ch07_leaky_relu_init(leaky_relu_std):
     second moment of the pre-activations constant through leaky-ReLU layers. A float32 answer
     (a 0-D tensor, a NumPy float32) is right: its rounding is far below any formula's error."""
     expect_callable(leaky_relu_std, "leaky_relu_std(fan_in, negative_slope)")
-    for fan_in, a in ((64, 0.0), (256, 0.01), (256, 0.2), (1000, 0.5), (576, 1.0), (10, 0.3)):
+    gen = rng(1)
+    drawn = (integer(gen, 2, 4096), round(uniform(gen, 0.0, 1.0), 4))
+    for fan_in, a in ((64, 0.0), (256, 0.01), (256, 0.2), (1000, 0.5), (576, 1.0), (10, 0.3),
+                      drawn):
         gain = torch.nn.init.calculate_gain("leaky_relu", a)          # PyTorch's own gain
         want = gain / math.sqrt(fan_in)
         what = f"leaky_relu_std({fan_in}, negative_slope={a})"
@@ -58,7 +62,7 @@ def check_ch07_leaky_relu_init(leaky_relu_std):
             hint = " (E[φ(z)²] has a² from the negative half: (1 + a²)/2 · E[z²], not (1 + a)/2)"
         expect_close(got, want, what + hint, rtol=1e-6)
     # the derivation's claim, measured: 20 layers of width 512 keep E[z²] near its start
-    gen = torch.Generator().manual_seed(7)
+    gen = rng(7)
     a, width = 0.2, 512
     std = _number(leaky_relu_std(width, a), f"leaky_relu_std({width}, {a})")
     z = torch.randn(128, width, generator=gen, dtype=torch.float64)
@@ -78,7 +82,7 @@ def _number(value, what):
     if isinstance(value, (numbers.Real, np.floating, np.integer)) and not isinstance(value, bool):
         return float(value)
     if isinstance(value, np.ndarray) and value.size == 1:
-        return float(value)
+        return float(value.reshape(()).item())      # a (1,) array too (float() refuses it)
     raise CheckFailure(f"{what}: expected a number, got {type(value).__name__}")
 
 
@@ -89,11 +93,11 @@ def _number(value, what):
 def check_ch07_tanh_fixed_point(tanh_fixed_point):
     """tanh_fixed_point(gain): the fixed point q* of q ← gain² E[tanh(z)²], z ~ N(0, q)."""
     expect_callable(tanh_fixed_point, "tanh_fixed_point(gain)")
-    for gain in (0.8, 1.0):
+    for gain in (0.8, 1.0, round(uniform(rng(3), 0.1, 0.95), 4)):
         got = _number(tanh_fixed_point(gain), f"tanh_fixed_point({gain})")
         expect(abs(got) < 2e-3, f"tanh_fixed_point({gain}): for a gain ≤ 1 the only fixed point is "
                                 f"q* = 0 (the signal dies out), got {got:.4g}")
-    for gain in (1.1, 1.5, 5 / 3, 2.0, 4.0):
+    for gain in (1.1, 1.5, 5 / 3, 2.0, 4.0, round(uniform(rng(2), 1.2, 3.0), 4)):
         want = _tanh_fixed_point(gain)
         got = _number(tanh_fixed_point(gain), f"tanh_fixed_point({gain:.4g})")
         hint = ""
@@ -116,7 +120,7 @@ def check_ch07_inverted_dropout(inverted_dropout):
     """inverted_dropout(x, p): keep each entry independently with probability 1 − p and scale
     kept entries by 1/(1 − p). x is float64; the scale must be computed in x's dtype."""
     expect_callable(inverted_dropout, "inverted_dropout(x, p)")
-    torch.manual_seed(0)
+    seed_global(0)
     n = 200_000
     for p in (0.1, 0.5, 0.8):
         x = torch.rand(n, dtype=torch.float64) + 0.5   # all entries in [0.5, 1.5): none is 0
@@ -167,7 +171,7 @@ def check_ch07_inverted_dropout(inverted_dropout):
                f"Binomial({shape[-1]}, 0.5), variance {shape[-1] / 4:g}; got variance "
                f"{per_row.var().item():.3g}: each entry must be dropped independently "
                "(a mask of shape x.shape, not one draw per row)")
-    x = torch.randn(100, dtype=torch.float64)
+    x = torch.randn(100, generator=rng(4), dtype=torch.float64)
     expect(torch.equal(_dropout_output(inverted_dropout, x, 0.0), x), "p=0 must return x unchanged")
     return "zero fraction ≈ p, kept entries scaled by 1/(1 − p), mean preserved"
 
@@ -191,7 +195,7 @@ def check_ch07_residual_backward(residual_backward):
     h_l = h_{l−1} + F_l(h_{l−1}), with jacobians[l−1] = ∂F_l/∂h_{l−1}, without autograd."""
     expect_callable(residual_backward, "residual_backward(jacobians, grad_out)")
     by_hand = without_autograd(residual_backward)
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     for depth, d in ((1, 3), (3, 4), (6, 5)):
         weights = [0.5 * torch.randn(d, d, dtype=torch.float64, generator=gen)
                    for _ in range(depth)]

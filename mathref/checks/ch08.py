@@ -6,6 +6,7 @@ Every expected value comes from PyTorch itself (``F.layer_norm``, ``F.rms_norm``
 import torch
 import torch.nn.functional as F
 
+from mathref.checks.core import rng
 from mathref.checks.core import (AUTOGRAD_FUNCTIONAL, exercise, expect, expect_callable,
                                  expect_tensor_close, without_autograd)
 
@@ -95,7 +96,7 @@ def _rms_norm_mistakes(x, gamma, eps):
 
 def _inputs(seed):
     """Tokens of very different scales, one nearly constant token, and small d."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = rng(seed)
     x = torch.randn(2, 4, 3, generator=gen, dtype=F64) * torch.tensor([1.0, 10.0, 0.1], dtype=F64)
     x[0, 0] = torch.tensor([2.0, 2.001, 1.999], dtype=F64)      # near-constant token: ε matters
     x[1, 3] = torch.tensor([5.0, -3.0, 40.0], dtype=F64)
@@ -121,7 +122,7 @@ def check_ch08_layer_norm(layer_norm_rows):
                          F.layer_norm(x, (2,), eps=1e-5),
                          "three tokens with d = 2 (each should map to about (±1, ∓1))",
                          wrong=_layer_norm_mistakes(x, ones, zeros, 1e-5))
-    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(3), dtype=F64) * 0.01
+    x = torch.randn(5, 8, generator=rng(3), dtype=F64) * 0.01
     _expect_tensor_close(layer_norm_rows(x.clone(), ones.new_ones(8), zeros.new_zeros(8), 0.1),
                          F.layer_norm(x, (8,), eps=0.1), "small tokens with eps=0.1",
                          wrong=_layer_norm_mistakes(x, ones.new_ones(8), zeros.new_zeros(8), 0.1))
@@ -146,7 +147,7 @@ def check_ch08_rms_norm(rms_norm_rows):
                              f"tokens of shape {tuple(x.shape)}, eps=1e-5",
                              wrong=_rms_norm_mistakes(x, gamma, 1e-5))
     # small tokens with a large ε: an answer that ignores its eps argument fails here
-    gen = torch.Generator().manual_seed(3)
+    gen = rng(3)
     x = torch.randn(5, 8, generator=gen, dtype=F64) * 0.01
     gamma = torch.randn(8, generator=gen, dtype=F64)
     ignored = gamma * x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + 1e-5)
@@ -164,7 +165,7 @@ def check_ch08_running_stats(update_running_stats):
     """update_running_stats(x, running_mean, running_var, momentum) for x (N, C): returns the
     new (running_mean, running_var) as nn.BatchNorm1d updates them in training mode."""
     expect_callable(update_running_stats, "update_running_stats(x, running_mean, running_var, momentum)")
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     rm = torch.zeros(3, dtype=F64)
     rv = torch.ones(3, dtype=F64)
     for step, (n, momentum) in enumerate([(4, 0.1), (6, 0.1), (3, 0.5), (8, 0.25)]):
@@ -206,15 +207,17 @@ def check_ch08_batch_norm_backward(batch_norm_backward):
     BatchNorm of x of shape (n, C), without autograd."""
     expect_callable(batch_norm_backward, "batch_norm_backward(dy, x, gamma, eps)")
     by_hand = without_autograd(batch_norm_backward)
-    for seed, (n, C) in ((0, (2, 3)), (1, (5, 1)), (2, (16, 7)), (3, (8, 4))):
-        gen = torch.Generator().manual_seed(seed)
+    # the last case's ε = 0.5 is far from the default: an answer that ignores eps shows
+    for seed, (n, C), eps in ((0, (2, 3), 1e-5), (1, (5, 1), 1e-5), (2, (16, 7), 1e-5),
+                              (3, (8, 4), 1e-5), (4, (6, 3), 0.5)):
+        gen = rng(seed)
         x = (1.0 + 2.0 * torch.randn(n, C, generator=gen, dtype=F64)
              * torch.logspace(-2, 1, C, dtype=F64)).requires_grad_()      # features of very different scales
         gamma = torch.randn(C, generator=gen, dtype=F64).requires_grad_()
         beta = torch.randn(C, generator=gen, dtype=F64).requires_grad_()
         dy = torch.randn(n, C, generator=gen, dtype=F64)
-        (F.batch_norm(x, None, None, gamma, beta, training=True, eps=1e-5) * dy).sum().backward()
-        got = by_hand(dy.clone(), x.detach().clone(), gamma.detach().clone(), 1e-5)
+        (F.batch_norm(x, None, None, gamma, beta, training=True, eps=eps) * dy).sum().backward()
+        got = by_hand(dy.clone(), x.detach().clone(), gamma.detach().clone(), eps)
         expect(isinstance(got, (tuple, list)) and len(got) == 3,
                f"expected the tuple (dx, dgamma, dbeta), got {type(got).__name__}"
                + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""))
@@ -226,14 +229,14 @@ def check_ch08_batch_norm_backward(batch_norm_backward):
         _expect_tensor_close(dgamma, gamma.grad, f"∂L/∂γ for {where} (Σ over the batch of dy ⊙ x̂)",
                              wrong=[((dy * x0).sum(0), "dγ = Σ dy ⊙ x̂, with the normalized x̂, "
                                                        "not x"),
-                                    ((dy * _xhat(x0, 1e-5, unbiased=True)[0]).sum(0),
+                                    ((dy * _xhat(x0, eps, unbiased=True)[0]).sum(0),
                                      "BatchNorm normalizes with the biased batch variance (÷ n)"),
-                                    ((dy * _xhat(x0, 1e-5, dim=-1)[0]).sum(0),
+                                    ((dy * _xhat(x0, eps, dim=-1)[0]).sum(0),
                                      "x̂ takes BatchNorm's statistics, per feature over the n "
                                      "examples, not LayerNorm's per example")])
         _expect_tensor_close(dx, x.grad, f"∂L/∂x for {where} (statistics per feature, over the "
                                          "n examples)", rtol=1e-7, atol=1e-9,
-                             wrong=_batch_norm_dx_mistakes(dy, x0, gamma0, 1e-5))
+                             wrong=_batch_norm_dx_mistakes(dy, x0, gamma0, eps))
         # the exact formula is within about 1e-14 of autograd (relative to the largest entry);
         # central differences, even around a hand-written forward pass, stay above 1e-10 here
         for name, mine, want in (("∂L/∂x", dx, x.grad), ("∂L/∂γ", dgamma, gamma.grad),

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mathref.checks.core import integer, rng
 from mathref.checks.core import (CheckFailure, exercise, expect, expect_callable,
                                  expect_tensor_close, without_autograd)
 
@@ -24,7 +25,7 @@ def _expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10):
 
 
 def _randn(*shape, seed):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    return torch.randn(*shape, generator=rng(seed), dtype=F64)
 
 
 _SDPA_OPS = ("torch.ops.aten._scaled_dot_product_attention_math",
@@ -53,7 +54,7 @@ _SOFTMAX_BACKWARD = ("torch._softmax_backward_data", "torch.ops.aten._softmax_ba
 def check_ch11_causal_mask(causal_additive_mask):
     """causal_additive_mask(T): [T, T] float, 0 where j ≤ i and −∞ where j > i."""
     expect_callable(causal_additive_mask, "causal_additive_mask(T)")
-    for T in (1, 2, 5):
+    for T in (1, 2, 5, integer(rng(1), 3, 40)):
         got = causal_additive_mask(T)
         expect(isinstance(got, torch.Tensor) and got.is_floating_point(),
                f"T={T}: expected a float tensor (additive mask), got "
@@ -70,6 +71,13 @@ def check_ch11_causal_mask(causal_additive_mask):
                     expect(v == -math.inf, f"T={T}: query {i} must not see the future key {j}, "
                                            f"so M[{i}, {j}] = −inf; got {v}")
     return "0 on and below the diagonal, −∞ above: no row is ever fully masked"
+
+
+def _drawn_heads(gen):
+    """(d_model, n_heads, n_kv_heads, bias) drawn: n_kv_heads divides n_heads."""
+    h_kv = integer(gen, 1, 5)
+    h = h_kv * integer(gen, 1, 5)
+    return h * integer(gen, 1, 33), h, h_kv, bool(integer(gen, 0, 2))
 
 
 @exercise("ch11-mha-param-count",
@@ -89,7 +97,7 @@ def check_ch11_mha_param_count(mha_param_count):
         expect(got == want, f"d_model={d}, {h} heads with biases: nn.MultiheadAttention has "
                             f"{want} parameters, you counted {got}")
     for d, h, h_kv, bias in ((512, 8, 8, False), (768, 12, 12, True), (512, 8, 2, True),
-                             (64, 8, 1, False), (96, 6, 3, True)):
+                             (64, 8, 1, False), (96, 6, 3, True), _drawn_heads(rng(2))):
         want = sum(p.numel() for p in MultiHeadAttention(d, h, h_kv, bias=bias).parameters())
         got = mha_param_count(d, h, h_kv, bias)
         expect(got == want, f"d_model={d}, n_heads={h}, n_kv_heads={h_kv}, bias={bias}: "
@@ -125,6 +133,10 @@ def check_ch11_attention(attention):
     _expect_tensor_close(attention(q, k, v, bias),
                          F.scaled_dot_product_attention(q, k, v, attn_mask=bias),
                          "a finite additive bias −0.7·|i − j| (add it after scaling)")
+    # scores in the thousands: exp overflows unless the row maximum is subtracted first
+    q, k, v = _randn(1, 2, 4, 8, seed=9) * 60, _randn(1, 2, 6, 8, seed=10) * 60, _randn(1, 2, 6, 3, seed=11)
+    _expect_tensor_close(attention(q, k, v, None), F.scaled_dot_product_attention(q, k, v),
+                         "scores in the thousands (subtract each row's maximum before exp)")
     return "scores scaled by 1/√d_k, mask added after scaling, softmax over keys"
 
 
@@ -195,7 +207,7 @@ def check_ch11_gqa_backward(gqa_attention_backward):
     atol 1e-14: the exact formulas are off by ≤ 2e-15 in float64, a 4th-order finite-difference
     stencil on a hand-written forward pass by ≥ 7e-13."""
     expect_callable(gqa_attention_backward, "gqa_attention_backward(q, k, v, G_O)")
-    gen = torch.Generator().manual_seed(23)
+    gen = rng(23)
     for (B, H, H_kv, T, d, d_v), what in [((1, 2, 2, 4, 3, 2), "ordinary multi-head (H_kv = H = 2)"),
                                           ((2, 4, 2, 5, 4, 3), "H = 4 query heads sharing H_kv = 2"),
                                           ((1, 6, 1, 3, 2, 2), "multi-query (H_kv = 1, H = 6)")]:

@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from mathref.checks.core import integer, rng
 from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, expect_close
 
 __all__ = ["check_ch12_sinusoidal_entry", "check_ch12_alibi_matrix",
@@ -27,8 +28,10 @@ def _low_precision(value):
 def check_ch12_sinusoidal_entry(sinusoidal_entry):
     """sinusoidal_entry(p, j, d) = sin(p/10000^(2i/d)) for even j, cos(...) for odd j, i = j//2."""
     expect_callable(sinusoidal_entry, "sinusoidal_entry(p, j, d)")
-    for d in (4, 8, 64):
-        for p in (0, 1, 2, 3, 7, 50, 999):
+    gen = rng(2)
+    drawn_d, drawn_p = 2 * integer(gen, 2, 64), integer(gen, 0, 5000)
+    for d in (4, 8, 64, drawn_d):
+        for p in (0, 1, 2, 3, 7, 50, 999, drawn_p):
             for j in sorted({0, 1, 2, 3, d // 2 - 1, d // 2, d - 2, d - 1}):
                 angle = p / 10000 ** (2 * (j // 2) / d)
                 want = math.sin(angle) if j % 2 == 0 else math.cos(angle)
@@ -56,7 +59,8 @@ def check_ch12_sinusoidal_entry(sinusoidal_entry):
 def check_ch12_alibi_matrix(alibi_matrix):
     """alibi_matrix(slope, T): [T, T], −slope·(i − j) for j ≤ i and −inf for j > i."""
     expect_callable(alibi_matrix, "alibi_matrix(slope, T)")
-    for slope, T in ((0.5, 4), (1 / 16, 6), (0.25, 1)):
+    gen = rng(3)
+    for slope, T in ((0.5, 4), (1 / 16, 6), (0.25, 1), (2.0 ** -integer(gen, 0, 9), integer(gen, 2, 9))):
         got = torch.as_tensor(alibi_matrix(slope, T), dtype=torch.float64)
         expect(tuple(got.shape) == (T, T), f"slope={slope}, T={T}: expected shape {(T, T)}, "
                                            f"got {tuple(got.shape)}")
@@ -94,7 +98,7 @@ def check_ch12_adjacent_to_half(adjacent_to_half_weights):
     """adjacent_to_half_weights(W, n_heads): W's rows permuted, within each head, so that the
     half-split layout gives the scores the adjacent layout gave with W."""
     expect_callable(adjacent_to_half_weights, "adjacent_to_half_weights(W, n_heads)")
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     for n_heads, d_k, d_in in ((1, 4, 3), (2, 8, 5), (3, 6, 7), (4, 2, 16)):
         W_q = torch.randn(n_heads * d_k, d_in, dtype=torch.float64, generator=gen)
         W_k = torch.randn(n_heads * d_k, d_in, dtype=torch.float64, generator=gen)
@@ -172,7 +176,7 @@ def check_ch12_rope_half(rope_half_split):
                        f"expected {[round(v, 4) for v in want.tolist()]}, got "
                        f"{[round(v, 4) for v in got.tolist()]} (pair i is (x_i, x_(i+d/2)), "
                        f"turned by +m·θ_i with θ_i = 10000^(−2i/d))")
-    gen = torch.Generator().manual_seed(1)
+    gen = rng(1)
     for shape, positions, base in (((2, 3, 5, 8), torch.arange(5), 10000.0),
                                    ((1, 2, 4, 16), torch.tensor([7, 3, 100, 1000]), 10000.0),
                                    ((2, 1, 3, 6), torch.tensor([0, 2, 4]), 500.0)):

@@ -7,6 +7,7 @@ against ``nn.TransformerEncoderLayer`` in tests/test_transformer.py).
 import torch
 from torch import nn
 
+from mathref.checks.core import integer, rng, seed_global
 from mathref.checks.core import CheckFailure, exercise, expect, expect_callable
 
 __all__ = ["check_ch13_shift_right", "check_ch13_swiglu_width", "check_ch13_decoder_params",
@@ -51,7 +52,7 @@ def check_ch13_shift_right(shift_right):
     expect_callable(shift_right, "shift_right(targets, bos_id)")
     cases = [(torch.tensor([[5, 6, 7, 2]]), 1),
              (torch.tensor([[3, 4, 2, 0, 0], [9, 8, 7, 6, 2]]), 1),
-             (torch.randint(3, 13, (4, 7), generator=torch.Generator().manual_seed(0)), 12)]
+             (torch.randint(3, 13, (4, 7), generator=rng(0)), 12)]
     for targets, bos in cases:
         before = targets.clone()
         got = shift_right(targets, bos)
@@ -79,7 +80,7 @@ def check_ch13_swiglu_width(swiglu_d_ff):
     remainder away there)."""
     expect_callable(swiglu_d_ff, "swiglu_d_ff(d_model, multiple_of)")
     for d, m in ((4096, 256), (512, 8), (768, 64), (96, 1), (64, 8), (300, 100), (5120, 256),
-                 (3 * 2 ** 50 + 1, 1)):
+                 (3 * 2 ** 50 + 1, 1), (integer(rng(1), 8, 10000), 2 ** integer(rng(2), 0, 9))):
         want = -(-8 * d // (3 * m)) * m            # ceil(8d / 3m) · m, in integers
         got = swiglu_d_ff(d, m)
         hint = "" if 8 * d < 2 ** 53 else (
@@ -105,7 +106,10 @@ def check_ch13_swiglu_width(swiglu_d_ff):
 def check_ch13_decoder_params(decoder_block_parameters):
     """decoder_block_parameters(d_model, d_ff): numel of nn.TransformerDecoderLayer."""
     expect_callable(decoder_block_parameters, "decoder_block_parameters(d_model, d_ff)")
-    for d, d_ff, h in ((512, 2048, 8), (64, 256, 4), (48, 100, 3), (8, 8, 2)):
+    gen = rng(3)
+    h = integer(gen, 1, 9)
+    drawn = (h * integer(gen, 1, 17), integer(gen, 1, 300), h)
+    for d, d_ff, h in ((512, 2048, 8), (64, 256, 4), (48, 100, 3), (8, 8, 2), drawn):
         layer = nn.TransformerDecoderLayer(d, h, d_ff, batch_first=True)
         want = sum(p.numel() for p in layer.parameters())
         got = decoder_block_parameters(d, d_ff)
@@ -161,7 +165,7 @@ def check_ch13_pre_norm_block(pre_norm_block):
     expect_callable(pre_norm_block, "pre_norm_block(x, attn, ffn, norm1, norm2)")
     from mathref.transformer import EncoderBlock
     for seed in (0, 1):
-        torch.manual_seed(seed)
+        seed_global(seed)
         block = EncoderBlock(8, 2, 16, norm_first=True).double().eval()
         with torch.no_grad():          # distinct norm parameters, so swapping them shows
             for p in (block.norm1.weight, block.norm2.weight, block.norm1.bias, block.norm2.bias):
@@ -179,7 +183,7 @@ def check_ch13_pre_norm_block(pre_norm_block):
                f"are {want.dtype}: keep the computation in the input's dtype (a cast to a "
                f"lower precision changes the result)")
         err = (got - want).abs().max().item()
-        if err >= 1e-10:
+        if not err < 1e-10:            # (a nan error fails too)
             raise CheckFailure(f"largest difference from the pre-norm block is {err:.3g}"
                                + _pre_norm_diagnosis(got, x, block))
     return "x + Attn(Norm₁(x)), then x + FFN(Norm₂(x))"
@@ -220,13 +224,18 @@ def check_ch13_cross_attention(cross_attention):
     compared with torch's nn.MultiheadAttention (no biases, key_padding_mask = ~src_allowed)."""
     expect_callable(cross_attention, "cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, "
                                      "src_allowed)")
-    gen = torch.Generator().manual_seed(0)
+    gen = rng(0)
     for B, T, S, d, H in ((1, 3, 5, 4, 1), (2, 4, 6, 8, 2), (3, 5, 4, 12, 4), (2, 6, 7, 16, 4)):
         y = torch.randn(B, T, d, dtype=torch.float64, generator=gen)
         memory = torch.randn(B, S, d, dtype=torch.float64, generator=gen)
         W = [torch.randn(d, d, dtype=torch.float64, generator=gen) / d ** 0.5 for _ in range(4)]
         lengths = torch.tensor([S - (b % 3) for b in range(B)])
         allowed = torch.arange(S) < lengths[:, None]
+        if S == 7:     # the last case: padding anywhere (at the start, in the middle), not
+            # only at the end, as a left-padded batch or a packed one has it
+            allowed = torch.rand(B, S, generator=gen) < 0.6
+            allowed[:, 0] = False
+            allowed[torch.arange(B), torch.randint(1, S, (B,), generator=gen)] = True
         torch_mha = nn.MultiheadAttention(d, H, bias=False, batch_first=True).double()
         with torch.no_grad():
             torch_mha.in_proj_weight.copy_(torch.cat([W[0].T, W[1].T, W[2].T]))
@@ -262,7 +271,7 @@ def check_ch13_cross_attention(cross_attention):
                f"to 1 over the source positions (got sums from {row_sums.min().item():.4g} to "
                f"{row_sums.max().item():.4g})")
         err_w = (weights - want_w).abs().max().item()
-        if err_w >= 1e-9:
+        if not err_w < 1e-9:           # (a nan error fails too)
             raise CheckFailure(f"{case}: attention weights differ from nn.MultiheadAttention's by "
                                f"up to {err_w:.3g}"
                                + _cross_weights_diagnosis(weights, y, memory, W, H, allowed))

@@ -4,6 +4,7 @@ import math
 import torch
 
 from mathref.checks.ch13 import ATTENTION_CALLS
+from mathref.checks.core import integer, rng, uniform
 from mathref.checks.core import CheckFailure, expect, expect_callable, expect_close, exercise
 
 __all__ = ["check_ch14_next_token_pairs", "check_ch14_perplexity_bpb", "check_ch14_top_k",
@@ -21,8 +22,9 @@ def _pair(result, what):
 def check_ch14_next_token_pairs(next_token_pairs):
     """next_token_pairs(ids [B, T+1]) → (ids[:, :-1], ids[:, 1:])."""
     expect_callable(next_token_pairs, "next_token_pairs(ids)")
+    offset = integer(rng(1), 0, 50000)
     for B, T1 in ((3, 9), (1, 2), (5, 4)):
-        ids = torch.arange(B * T1).view(B, T1) * 7 % 11     # distinct rows, no constant runs
+        ids = torch.arange(B * T1).view(B, T1) * 7 % 11 + offset  # distinct rows, no constant runs
         inputs, targets = _pair(next_token_pairs(ids.clone()), "next_token_pairs(ids)")
         expect(isinstance(inputs, torch.Tensor) and isinstance(targets, torch.Tensor),
                "inputs and targets must be tensors")
@@ -47,7 +49,7 @@ def check_ch14_perplexity_bpb(perplexity_and_bpb):
     """perplexity_and_bpb(total, n_tokens, n_bytes) → (exp(total/n_tokens), total/(ln2·n_bytes))."""
     expect_callable(perplexity_and_bpb, "perplexity_and_bpb(total_nll_nats, n_tokens, n_bytes)")
     for total, n_tokens, n_bytes in ((1500.0, 1000, 1000), (2000.0, 500, 1800),
-                                     (123.4, 40, 161), (0.0, 10, 30)):
+                                     (123.4, 40, 161), (0.0, 10, 30), _drawn_counts(rng(2))):
         ppl, bpb = _pair(perplexity_and_bpb(total, n_tokens, n_bytes), "perplexity_and_bpb")
         what = f"total {total} nats, {n_tokens} tokens, {n_bytes} bytes"
         # rtol 1e-6: a float32 torch computation is right too; every wrong formula is off by
@@ -81,11 +83,18 @@ def _close_or_why(got, want, what, mistakes):
         raise CheckFailure(str(failure) + (f" ({why})" if why else "")) from None
 
 
+def _drawn_counts(gen):
+    """(total NLL in nats, tokens, bytes) drawn: about 1 to 5 nats per token, 1 to 6 bytes."""
+    n_tokens = integer(gen, 1, 5000)
+    return (round(n_tokens * uniform(gen, 1.0, 5.0), 3), n_tokens,
+            n_tokens * integer(gen, 1, 7))
+
+
 def _rows_without_ties(B, V, seed):
     """B rows of V distinct logits; each row its own values (a shuffled grid 0.37 apart, shifted
     by row·0.37·V/2 plus an offset that is not a multiple of 0.37), so one threshold taken from
     a single row or from the whole batch keeps the wrong entries in the other rows."""
-    g = torch.Generator().manual_seed(seed)
+    g = rng(seed)
     return torch.stack([torch.randperm(V, generator=g).double() * 0.37 - 2.0
                         + row * 0.37 * V / 2 + 0.11 * row for row in range(B)])
 
@@ -141,6 +150,9 @@ def check_ch14_top_p(top_p_probs):
     # `before >= top_p` (keep 0.5 and 0.25) and `before > top_p` (keep a 0.125 too) differ
     exact = torch.tensor([[0.125, 0.5, 0.125, 0.25, 0.0]], dtype=torch.float64)
     cases = [(base, top_p) for top_p in (0.65, 0.5, 0.9, 0.3, 1.0)] + [(exact, 0.75), (exact, 0.5)]
+    gen = rng(3)
+    drawn = torch.rand(4, 9, generator=gen, dtype=torch.float64) + 0.01
+    cases.append((drawn / drawn.sum(-1, keepdim=True), round(uniform(gen, 0.2, 0.95), 3)))
     for probs, top_p in cases:
         got = top_p_probs(probs.clone(), top_p)
         want = _nucleus(probs, top_p)
@@ -193,7 +205,7 @@ def _rope_adjacent(x, positions, base=10000.0):
 def check_ch14_rope_decode_step(rope_decode_step):
     """rope_decode_step(q_new, k_new, v_new, k_cache, v_cache) → (out, k_cache, v_cache)."""
     expect_callable(rope_decode_step, "rope_decode_step(q_new, k_new, v_new, k_cache, v_cache)")
-    g = torch.Generator().manual_seed(14)
+    g = rng(14)
     for B, H, T, d in ((2, 3, 7, 8), (1, 1, 5, 4), (1, 2, 4, 16)):
         q, k, v = (torch.randn(B, H, T, d, generator=g, dtype=torch.float64) for _ in range(3))
         pos = torch.arange(T)
@@ -230,7 +242,7 @@ def check_ch14_rope_decode_step(rope_decode_step):
             expect(tuple(out.shape) == (B, H, 1, d),
                    f"out must be [B, H, 1, d_k] = {[B, H, 1, d]}, got {list(out.shape)}")
             err = float((out - full[:, :, t:t + 1]).abs().max())
-            if err >= 1e-6:
+            if not err < 1e-6:         # (a nan error fails too)
                 mistakes = ((q[:, :, t:t + 1], math.sqrt(d), "rotate the query too, at position S"),
                             (q_rot[:, :, t:t + 1], 1.0, "scale the scores by 1/√d_k"))
                 why = next((why for q_t, scale, why in mistakes if torch.allclose(

@@ -2,6 +2,7 @@
 import math
 
 from mathref.checks.ch13 import ATTENTION_CALLS
+from mathref.checks.core import integer, rng
 from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, expect_close
 
 __all__ = ["check_ch15_kv_cache_bytes", "check_ch15_crossover_length",
@@ -51,6 +52,9 @@ def check_ch15_kv_cache_bytes(kv_cache_size):
              ((80, 1, 8, 4096, 128, 2), 1280 * 1024 ** 2),     # 70B-like with 8 KV heads
              ((12, 4, 12, 1024, 64, 4), 2 * 12 * 4 * 12 * 1024 * 64 * 4),
              ((1, 1, 1, 1, 1, 1), 2), ((3, 5, 2, 7, 6, 1), 2 * 3 * 5 * 2 * 7 * 6)]
+    gen = rng(1)
+    drawn = tuple(integer(gen, 1, 65) for _ in range(5)) + (2 ** integer(gen, 0, 3),)
+    cases.append((drawn, 2 * math.prod(drawn)))
     for args, want in cases:
         got = kv_cache_size(*args)
         _close_or_why(got, want, f"kv_cache_size{args}", (
@@ -69,7 +73,9 @@ def check_ch15_crossover_length(crossover_length):
     """crossover_length(d, d_ff): the T at which attention's 4T²d FLOPs equal the matrices'
     8Td² + 4T·d·d_ff, i.e. T* = 2d + d_ff (6d when d_ff = 4d)."""
     expect_callable(crossover_length, "crossover_length(d, d_ff)")
-    for d, d_ff in ((768, 3072), (128, 512), (4096, 11008), (64, 64), (1000, 1)):
+    gen = rng(2)
+    for d, d_ff in ((768, 3072), (128, 512), (4096, 11008), (64, 64), (1000, 1),
+                    (integer(gen, 1, 8192), integer(gen, 1, 30000))):
         got = crossover_length(d, d_ff)
         _close_or_why(got, 2 * d + d_ff, f"crossover_length(d={d}, d_ff={d_ff})", (
             (6 * d, "that is 6d, the answer only when d_ff = 4d: keep d_ff in the balance"),
@@ -91,6 +97,9 @@ def check_ch15_flops_per_token(flops_per_token):
     expect_callable(flops_per_token, "flops_per_token(n_params, n_layer, d_model, T)")
     cases = [(85_000_000, 12, 768, 1024), (801_664, 4, 128, 64), (1, 1, 1, 1),
              (7_000_000_000, 32, 4096, 4096), (1000, 2, 10, 0)]
+    gen = rng(3)
+    cases.append((integer(gen, 1, 10 ** 9), integer(gen, 1, 80), integer(gen, 1, 8192),
+                  integer(gen, 0, 8192)))
     for N, L, d, T in cases:
         forward = 2 * N + 4 * L * d * T
         _close_or_why(flops_per_token(N, L, d, T), 3 * forward,
@@ -118,7 +127,7 @@ def check_ch15_merge_softmax_states(merge_softmax_states):
         p = torch.exp(s - m)
         return m, p.sum(), p @ v
 
-    g = torch.Generator().manual_seed(15)
+    g = rng(15)
     for n1, n2, spread in ((3, 4, 1.0), (5, 2, 30.0), (1, 6, 300.0), (4, 4, 0.1)):
         s = torch.randn(n1 + n2, generator=g, dtype=torch.float64) * spread
         v = torch.randn(n1 + n2, 3, generator=g, dtype=torch.float64)
@@ -165,6 +174,23 @@ def check_ch15_merge_softmax_states(merge_softmax_states):
                f"acc / l must equal softmax(s) @ v for a split {n1}+{n2}; max error {err:.3g}"
                + (" (rescale acc₁ and acc₂ by the same factors e^(m_a − m) as the sums)"
                   if same_as_sum else ""))
+    # the empty state (m = −∞, ℓ = 0, acc = 0), a loop's start: merging it changes nothing
+    s = torch.randn(4, generator=g, dtype=torch.float64)
+    v = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    real = state(s, v)
+    empty = (torch.tensor(-math.inf, dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64),
+             torch.zeros(3, dtype=torch.float64))
+    for first, second, what in ((empty, real, "the empty state (m = −∞, ℓ = 0) first"),
+                                (real, empty, "the empty state (m = −∞, ℓ = 0) second")):
+        got = merge_softmax_states(*(t.clone() for t in first), *(t.clone() for t in second))
+        expect(isinstance(got, (tuple, list)) and len(got) == 3,
+               f"return the triple (m, l, acc), got {type(got).__name__}")
+        for name, mine, want in zip(("m", "l", "acc"), got, real):
+            mine = torch.as_tensor(mine, dtype=torch.float64)
+            expect(mine.shape == want.shape and bool(torch.isfinite(mine).all())
+                   and torch.allclose(mine, want, rtol=1e-12, atol=0),
+                   f"merging with {what}: {name} should be the other state's, "
+                   f"{want.tolist()}, got {mine.tolist()}")
     return "both partial states rescaled to the common max, then added"
 
 
@@ -186,6 +212,10 @@ def check_ch15_loss_scale_update(update_scale):
     expect_callable(update_scale, "update_scale(scale, good_steps, found_inf, growth_interval)")
     cases = [(65536.0, 0, True, 4), (65536.0, 3, True, 4), (1024.0, 2, False, 4),
              (1024.0, 3, False, 4), (8.0, 0, False, 1), (2.0 ** 20, 1999, False, 2000)]
+    gen = rng(4)
+    interval = integer(gen, 1, 3000)
+    cases.append((2.0 ** integer(gen, 1, 24), integer(gen, 0, interval), bool(integer(gen, 0, 2)),
+                  interval))
     for scale, good, inf, interval in cases:
         got = update_scale(scale, good, inf, interval)
         expect(isinstance(got, tuple) and len(got) == 2,
@@ -213,7 +243,7 @@ def check_ch15_flash_tile_step(flash_tile_step):
     import torch
 
     expect_callable(flash_tile_step, "flash_tile_step(q, k_tile, v_tile, m, l, acc)")
-    g = torch.Generator().manual_seed(151)
+    g = rng(151)
     for T_q, T, d, b_k, shift in ((4, 12, 8, 4, 0.0), (3, 10, 5, 3, 0.0), (5, 9, 16, 2, 1000.0),
                                   (2, 7, 4, 7, 0.0)):
         q = torch.randn(T_q, d, generator=g, dtype=torch.float64) * 2.0

@@ -15,13 +15,54 @@ import sys
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from mathref.checks import gate
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["CHECKS", "CheckFailure", "ExerciseCheckFailed", "exercise", "expect",
            "expect_close", "expect_callable", "as_tensor", "expect_tensor_close",
-           "without_autograd", "Forbidden", "forbidding"]
+           "without_autograd", "Forbidden", "forbidding", "rng", "seed_global",
+           "uniform", "integer"]
 
 CHECKS = {}  # exercise label -> checker
+
+# ------------------------------------------------------------------- test inputs from the caller
+#
+# Every checker draws its random test inputs from ``rng(n)`` (n: the case's own number), never
+# from a seed of its own. Without a generator from the caller (the notebook's check cell) ``rng(n)``
+# is ``torch.Generator().manual_seed(n)``: fixed inputs, so stored outputs stay put. With one (the
+# grader passes a secretly seeded ``torch.Generator`` as ``generator=``), each ``rng(n)`` is seeded
+# by a draw from it, so a table of answers for the notebook's inputs does not pass.
+
+_CALLER = [None]   # the generator of the check in progress (innermost last); None: fixed seeds
+
+
+def _draw_seed(seed):
+    caller = _CALLER[-1]
+    if caller is None:
+        return seed
+    return int(torch.randint(0, 2 ** 62, (1,), generator=caller)) ^ seed
+
+
+def rng(seed):
+    """A ``torch.Generator`` for one case's test inputs (see above)."""
+    return torch.Generator().manual_seed(_draw_seed(seed))
+
+
+def uniform(gen, low, high):
+    """A float drawn uniformly from [low, high) by ``gen`` (from :func:`rng`)."""
+    return low + (high - low) * float(torch.rand((), generator=gen, dtype=torch.float64))
+
+
+def integer(gen, low, high):
+    """An int drawn uniformly from low, ..., high − 1 by ``gen`` (from :func:`rng`)."""
+    return int(torch.randint(low, high, (), generator=gen))
+
+
+def seed_global(seed):
+    """Seed PyTorch's global generator as :func:`rng` seeds its own: for a case whose answer
+    draws from the global generator (dropout) or builds modules with default initialization."""
+    torch.manual_seed(_draw_seed(seed))
 
 
 class CheckFailure(Exception):
@@ -50,10 +91,13 @@ def exercise(label, forbid=(), because="this exercise asks you to write it yours
     checker makes fails with a message naming the call and ``because``."""
     def decorate(check):
         @functools.wraps(check)
-        def run(*answers, **options):
-            if forbid:
-                answers = tuple(forbidding(a, forbid, label, because) if _is_function(a) else a
-                                for a in answers)
+        def run(*answers, generator=None, **options):
+            if generator is not None and not isinstance(generator, torch.Generator):
+                raise TypeError(f"generator must be a torch.Generator or None, got "
+                                f"{type(generator).__name__}")
+            answers = tuple(forbidding(a, forbid, label, because) if callable(a) else a
+                            for a in answers)
+            _CALLER.append(generator)
             try:
                 detail = check(*answers, **options)
             except CheckFailure as failure:
@@ -72,10 +116,17 @@ def exercise(label, forbid=(), because="this exercise asks you to write it yours
             except Exception as err:  # the student's code crashed: report it, don't crash
                 raise ExerciseCheckFailed(
                     label, f"your code raised {type(err).__name__}: {err}") from None
+            finally:
+                _CALLER.pop()
             print(f"✅ {label}: passed" + (f" ({detail})" if detail else ""))
 
         run.label = label
         run.forbid = tuple(forbid)
+        # the signature shows generator= (the grader passes one when it is there)
+        signature = inspect.signature(check)
+        run.__signature__ = signature.replace(parameters=[
+            *signature.parameters.values(),
+            inspect.Parameter("generator", inspect.Parameter.KEYWORD_ONLY, default=None)])
         if label in CHECKS:
             raise ValueError(f"two checkers registered for exercise {label!r}")
         CHECKS[label] = run
@@ -195,10 +246,14 @@ class _RealOnly(TorchDispatchMode):
         super().__init__()
         self.hit = False
 
+    # a real matrix's eigenvalues are complex in general: an eigenvalue routine is no step
+    EIGEN = ("linalg_eig", "linalg_eigvals", "_linalg_eig")
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         results = out if isinstance(out, (tuple, list)) else (out,)
-        if any(isinstance(t, torch.Tensor) and t.is_complex() for t in results):
+        if func.__name__.split(".")[0] not in self.EIGEN and any(
+                isinstance(t, torch.Tensor) and t.is_complex() for t in results):
             self.hit = True
             raise CheckFailure(_COMPLEX_STEP_MESSAGE)
         return out
@@ -364,6 +419,18 @@ class _refusing:
         return value
 
 
+def _handed_in(args, kwargs):
+    """The code of the functions a checker passes to the answer (f in central_difference(f,
+    x, h)): they run inside the call and are not the answer's."""
+    found = set()
+    for value in (*args, *kwargs.values()):
+        for item in (value if isinstance(value, (list, tuple)) else (value,)):
+            code = getattr(getattr(item, "__func__", item), "__code__", None)
+            if code is not None:
+                found.add(code)
+    return found
+
+
 def _hit(name):
     """Record a refused call on the innermost rule that forbids ``name``."""
     owner = next((rule for rule in reversed(ACTIVE) if name in rule.names), None)
@@ -380,9 +447,11 @@ class Forbidden:
     solution that catches it still fails."""
 
     def __init__(self, names, label="this exercise", because="this exercise asks you to write it "
-                 "yourself"):
+                 "yourself", trusted=()):
         self.names, self.label, self.because = tuple(names), label, because
         self.hits, self._saved, self._modes, self._attrs = [], [], [], []
+        self.trusted = trusted      # code objects the checker hands to the answer
+        self._gate = None
 
     def __enter__(self):
         self.hits = []
@@ -415,6 +484,12 @@ class Forbidden:
             else:
                 functions[obj] = name
         ACTIVE.append(self)
+        if self.label in CHECKS:        # an exercise's own rule: its gate on what runs, too
+            self._gate = gate.for_exercise(self.label, [code for _, code in self._saved])
+            self._gate.trusted.update(self.trusted)
+            self._gate.__enter__()
+        # the named refusals' modes go above the gate's: a call this rule names is refused
+        # with its own reason first
         if functions:
             self._modes.append(_TorchFunctions(functions, conditions))
         if aten:
@@ -424,9 +499,13 @@ class Forbidden:
         return self
 
     def __exit__(self, kind, error, traceback):
+        refused = []
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)
         self._modes = []
+        if self._gate is not None:
+            self._gate.__exit__(kind, error, traceback)
+            refused, self._gate = self._gate.hits, None
         for obj, code in reversed(self._saved):
             obj.__code__ = code
         self._saved = []
@@ -437,6 +516,8 @@ class Forbidden:
             ACTIVE.pop()
         if self.hits:
             raise ForbiddenCall(self.message(self.hits[0])) from None
+        if refused:
+            raise ForbiddenCall(refused[0]) from None
         if kind is PermissionError and error.args[:1] == (_SENTINEL,) \
                 and error.args[1] in self.names:
             raise ForbiddenCall(self.message(error.args[1])) from None
@@ -461,9 +542,12 @@ def forbidding(answer, names, label="this exercise", because="this exercise asks
     travels with the call and is applied there, where the student's code runs."""
     remote = getattr(type(answer), "_mathref_remote", False)
 
-    @functools.wraps(answer) if not remote else (lambda f: f)
+    if not callable(answer):
+        return answer
+
+    @functools.wraps(answer, updated=()) if not remote else (lambda f: f)
     def call(*args, **kwargs):
-        rule = Forbidden(names, label, because)
+        rule = Forbidden(names, label, because, trusted=_handed_in(args, kwargs))
         if remote:
             ACTIVE.append(rule)
             try:
@@ -472,4 +556,5 @@ def forbidding(answer, names, label="this exercise", because="this exercise asks
                 ACTIVE.remove(rule)
         with rule:
             return answer(*args, **kwargs)
+    call.remote = remote        # whether results come back through the grader's channel
     return call

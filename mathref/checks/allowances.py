@@ -1,0 +1,67 @@
+"""What each exercise allows beyond the elementary PyTorch operations (gate.ELEMENTARY), as
+data: ``ops`` (aten operator names: what the statement names as allowed; composites and their
+kernels both listed), ``mathref`` (the course's modules whose code the answer runs: the parts
+the exercise hands in, or helpers its statement allows), ``modules`` (third-party packages the
+statement allows). An exercise absent here allows the elementary operations only, no mathref
+code, no NumPy. Each line says why."""
+
+SOFTMAX = ("softmax", "_softmax")
+LOG_SOFTMAX = ("log_softmax", "_log_softmax", "logsumexp")
+EIGENVALUES = ("linalg_eigvalsh", "linalg_eigh", "_linalg_eigh", "linalg_svdvals", "_linalg_svd",
+               "linalg_eigvals", "linalg_eig", "linalg_matrix_norm", "linalg_norm")
+ATTENTION_HELPERS = ("mathref.attention", "mathref._validation")
+POSITIONS = ("mathref.positions", "mathref._validation")
+
+ALLOWANCES = {
+    # the statements allow an eigenvalue routine: the exercise is the formula from λ_min, λ_max
+    "ch01-best-constant-step": dict(ops=EIGENVALUES, allows="an eigenvalue routine"),
+    "ch02-max-stable-lr": dict(ops=EIGENVALUES, allows="an eigenvalue routine"),
+    # a solver for the normal equations or a factorization (lstsq itself: only on the matrix
+    # it was given, by the exercise's own rule)
+    "ch02-least-squares": dict(
+        ops=("linalg_lstsq", "linalg_pinv", "linalg_qr", "linalg_solve_triangular",
+             "linalg_solve", "_linalg_solve_ex", "linalg_solve_ex", "linalg_inv", "linalg_inv_ex",
+             "linalg_cholesky", "linalg_cholesky_ex", "cholesky_solve", "_cholesky_solve_helper",
+             "triangular_solve", "_linalg_svd", "linalg_svd"),
+        mathref=("mathref.linear_regression",),
+        allows="a linear solver or factorization (torch.linalg)"),
+    # σ from mathref.nn, the chapter's own forward pass
+    "ch03-sigmoid-derivative": dict(mathref=("mathref.nn",), allows="mathref.nn.sigmoid"),
+    "ch03-two-layer-backward": dict(mathref=("mathref.nn",), allows="mathref.nn.sigmoid"),
+    "ch04-linear-tanh-vjp": dict(mathref=("mathref.nn",), allows="mathref.nn's activations"),
+    # counting in plain Python or NumPy
+    "ch03-parameter-count": dict(modules=("numpy",), allows="NumPy"),
+    # the gradient is softmax − one-hot: both allowed
+    "ch05-ce-gradient": dict(ops=SOFTMAX + ("one_hot",), allows="torch.softmax and one_hot"),
+    "ch05-lm-loss": dict(ops=SOFTMAX + LOG_SOFTMAX, allows="log_softmax and logsumexp"),
+    # Muon's normalization: the Frobenius norm
+    "ch06-newton-schulz": dict(ops=("linalg_matrix_norm", "linalg_norm"),
+                               allows="the Frobenius norm"),
+    # an expectation by quadrature, in NumPy or PyTorch
+    "ch07-tanh-fixed-point": dict(ops=("trapezoid", "trapz"), modules=("numpy",),
+                                  allows="quadrature (torch.trapezoid, NumPy)"),
+    "ch09-soft-lookup": dict(ops=SOFTMAX + LOG_SOFTMAX, allows="torch.softmax"),
+    "ch10-one-hot-embedding": dict(ops=("one_hot",), allows="F.one_hot"),
+    "ch10-bpe-encode": dict(mathref=("mathref.tokenizers",),
+                            allows="mathref.tokenizers' pre-tokenization pattern"),
+    "ch11-attention": dict(ops=SOFTMAX, allows="torch.softmax"),
+    "ch11-gqa-backward": dict(ops=SOFTMAX, mathref=ATTENTION_HELPERS, allows="torch.softmax"),
+    # the per-head attention may be PyTorch's: the exercise is the head split and merge
+    "ch11-multi-head": dict(
+        ops=SOFTMAX + ("scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+                       "_scaled_dot_product_flash_attention_for_cpu"),
+        allows="torch.softmax and F.scaled_dot_product_attention for each head"),
+    # rotations as complex multiplication
+    "ch12-rope-half": dict(ops=("complex", "polar", "view_as_real", "view_as_complex",
+                                "_conj", "conj"),
+                           mathref=POSITIONS, allows="complex numbers and mathref.positions"),
+    "ch13-cross-attention": dict(ops=SOFTMAX, mathref=ATTENTION_HELPERS,
+                                 allows="torch.softmax and mathref's mask helpers"),
+    # the sub-layers are handed in: running them runs mathref's modules and their operators
+    "ch13-pre-norm-block": dict(
+        ops=SOFTMAX + ("dropout", "linear", "layer_norm", "native_layer_norm", "gelu", "silu"),
+        mathref=("mathref.transformer", "mathref.norm") + ATTENTION_HELPERS,
+        allows="calling the sub-layers it is given"),
+    "ch14-rope-decode-step": dict(ops=SOFTMAX, mathref=POSITIONS,
+                                  allows="torch.softmax and mathref.positions"),
+}

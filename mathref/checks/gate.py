@@ -1,0 +1,459 @@
+"""The gate: what may run while a checker calls a student's answer.
+
+A list of forbidden names cannot keep an exercise's rule (PyTorch has several names for every
+kernel, and Python can reach a function by many paths), so while the answer runs the gate looks
+at what actually runs, whatever name reached it:
+
+* **PyTorch operators, by an allowlist.** A dispatch mode sees every aten operator that runs
+  (public name, private twin, ``torch.ops``, ``jit.script``): only those of :data:`ELEMENTARY`
+  and of the exercise's own allowance pass. Composite operators that decompose before the
+  dispatch mode sees them (``aten.rms_norm`` into ``pow``, ``mean``, ``rsqrt``) are seen by a
+  function mode, under their own name, and refused the same way.
+* **Python code, by where it lives** (``sys.setprofile``): code from NumPy, SciPy, mpmath,
+  sympy, networkx, transformers, tokenizers and any other third-party package, from
+  ``torch._refs`` / ``torch._decomp`` / ``torch._prims``, from the checkers
+  (``mathref.checks``), from mathref modules the exercise does not use, and, under "without
+  autograd", from ``torch.autograd``'s differentiating code, is refused by its file; a copy of
+  a refused function (``types.FunctionType(f.__code__, ...)``, ``importlib.reload``,
+  ``exec(inspect.getsource(f))``) is refused by its bytecode. C functions called from Python
+  are refused by their module (NumPy's, ``cmath``), as are thread and process starts (the modes
+  above hold in the calling thread only).
+* **"Without autograd" means no graph**: no tensor that requires grad may be made and grad mode
+  may not be turned back on.
+
+A refusal is recorded as well as raised, so an answer that catches it still fails. The gate
+runs in the student's own process, so under the grader it is advisory: the grader adds a
+trusted-side check.
+"""
+import os
+import sys
+import threading
+from types import ModuleType as _ModuleType
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# --------------------------------------------------------------------------- the allowlist
+#
+# aten operator names (overload packets, as ``func.__name__`` before the dot) that any exercise
+# may use. Everything else needs the exercise's own allowance (mathref.checks.allowances).
+ELEMENTARY = frozenset("""
+    add add_ sub sub_ rsub mul mul_ div div_ neg neg_ reciprocal reciprocal_ pow pow_
+    float_power remainder fmod floor_divide abs abs_ sign sgn copysign square true_divide
+    true_divide_ addcmul addcdiv lerp lerp_ addmm addmv addbmm baddbmm
+    exp exp_ exp2 expm1 log log_ log2 log10 log1p sqrt sqrt_ rsqrt rsqrt_ sin cos tan tanh
+    sinh cosh asin acos atan atan2 arctan2 erf sigmoid hypot xlogy special_xlog1py
+    clamp clamp_ clamp_min clamp_min_ clamp_max clamp_max_ clip clip_ floor ceil round trunc
+    frac minimum maximum fmin fmax relu relu_ nan_to_num
+    eq ne lt le gt ge eq_ ne_ lt_ le_ gt_ ge_ isnan isinf isfinite isneginf isposinf
+    logical_and logical_or logical_not logical_xor bitwise_and bitwise_or bitwise_not
+    bitwise_xor __and__ __or__ __xor__ __iand__ __ior__ __lshift__ __rshift__ where
+    isclose allclose equal any all
+    sum mean prod max min amax amin argmax argmin var std var_mean std_mean norm
+    linalg_vector_norm frobenius_norm cumsum cumsum_ cumprod count_nonzero aminmax
+    mm bmm matmul mv dot vdot outer ger einsum tensordot
+    view view_as reshape reshape_as _reshape_alias _unsafe_view expand expand_as
+    squeeze squeeze_ unsqueeze unsqueeze_ flatten unflatten permute transpose transpose_ t
+    t_ contiguous clone alias detach detach_ movedim moveaxis swapaxes swapdims mT mH
+    view_as_real_copy unfold diagonal triu triu_ tril tril_ diag diag_embed flip roll
+    select slice index index_select gather narrow split split_with_sizes chunk unbind
+    masked_fill masked_fill_ masked_select masked_scatter index_put index_put_ scatter
+    scatter_ scatter_add scatter_add_ index_add index_add_ index_copy index_fill take
+    take_along_dim nonzero repeat repeat_interleave tile stack cat concat concatenate hstack
+    vstack _to_copy to _copy_from _copy_from_and_resize copy_ type_as lift_fresh
+    lift_fresh_copy fill fill_ zero_ empty empty_like empty_strided new_empty
+    new_empty_strided zeros zeros_like ones ones_like full full_like new_zeros new_ones
+    new_full new_tensor arange linspace logspace eye scalar_tensor tensor as_tensor
+    _local_scalar_dense item set_ resize_ as_strided is_nonzero result_type _has_compatible_shallow_copy_type
+    sort argsort msort topk kthvalue searchsorted bucketize unique _unique2 unique_consecutive
+    bincount histc
+    rand rand_like randn randn_like randint randint_like randperm bernoulli bernoulli_
+    uniform_ normal_ normal multinomial random_ exponential_
+    _conj _neg_view resolve_conj resolve_neg real
+    sym_size sym_stride sym_numel sym_storage_offset size stride numel dim
+    numpy_T pad constant_pad_nd is_floating_point is_complex column_stack
+    requires_grad_ retain_grad
+    is_inference storage_offset is_contiguous is_same_size is_signed is_conj is_neg
+    output_nr _version element_size
+""".split())
+
+
+class Refused(Exception):
+    """Raised into the student's code where something the exercise does not allow ran."""
+
+
+def _aten_name(func):
+    """'add' for aten.add.Tensor."""
+    return func.__name__.split(".")[0]
+
+
+_COMPOSITE = {}
+
+
+def _composite(name):
+    """Whether a PyTorch function's name is an aten operator that decomposes into others before
+    the dispatch mode sees it (``rms_norm``): the function mode judges those by name; every
+    other operator is judged where it runs, by the dispatch mode."""
+    known = _COMPOSITE.get(name)
+    if known is None:
+        known = False
+        try:
+            if hasattr(torch.ops.aten, name):
+                packet = getattr(torch.ops.aten, name)
+                known = any(torch._C._dispatch_has_kernel_for_dispatch_key(
+                    getattr(packet, overload).name(), "CompositeImplicitAutograd")
+                    for overload in packet.overloads())
+        except Exception:
+            known = False
+        _COMPOSITE[name] = known
+    return known
+
+
+class _FunctionGate(TorchFunctionMode):
+    """Judges PyTorch functions by name before they decompose; under "without autograd" it
+    also checks, after each call, that no graph is being built."""
+
+    def __init__(self, gate):
+        super().__init__()
+        self.gate = gate
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        gate = self.gate
+        name = getattr(func, "__name__", "")
+        if name and not name.startswith("__") and name not in gate.ops and _composite(name):
+            gate.refuse(f"torch {name}", _where(func))
+        out = func(*args, **(kwargs or {}))
+        if gate.no_autograd:
+            gate.check_no_graph(name, out)
+        return out
+
+
+class _DispatchGate(TorchDispatchMode):
+    def __init__(self, gate):
+        super().__init__()
+        self.gate = gate
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = _aten_name(func)
+        if name not in self.gate.ops:
+            self.gate.refuse(f"the PyTorch operator aten.{name}", "PyTorch's kernels")
+        return func(*args, **(kwargs or {}))
+
+
+def _where(func):
+    module = getattr(func, "__module__", None) or type(func).__module__
+    return f"module {module}"
+
+
+# ------------------------------------------------------------------- Python code by location
+
+def _package_dir(module_name):
+    module = sys.modules.get(module_name)
+    spec_file = getattr(module, "__file__", None)
+    return os.path.dirname(os.path.abspath(spec_file)) + os.sep if spec_file else None
+
+
+_TORCH = _package_dir("torch")
+_MATHREF = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_CHECKS = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+_SITE = os.sep + "site-packages" + os.sep
+_GATE_FILES = {os.path.abspath(__file__), os.path.join(_CHECKS, "core.py")}
+
+# torch's own Python reference implementations and decompositions: each is a ready-made answer
+_TORCH_REFUSED = ("_refs", "_decomp", "_prims", "distributions")
+# under "without autograd": torch's differentiating Python code (grad_mode.py stays: no_grad)
+_TORCH_AUTOGRAD = ("autograd", "func", "_functorch")
+_AUTOGRAD_ALLOWED = ("grad_mode.py",)
+# third-party code that runs around any answer, not for it: Jupyter's and pytest's output
+# streams (a print in the answer), the import hooks of an editable install
+_INFRASTRUCTURE = frozenset((
+    "typing_extensions", "IPython", "ipykernel", "zmq", "jupyter_client", "jupyter_core",
+    "traitlets", "tornado", "comm", "debugpy", "_pytest", "pytest", "pluggy", "execnet", "xdist",
+    "nbclient", "nbformat", "matplotlib_inline", "_distutils_hack",
+    "__editable___mathref_0_2_0_dev0_finder"))
+# the standard library's ways to run code elsewhere, where the gate does not see it
+_STDLIB_REFUSED = ("multiprocessing", "concurrent", "subprocess.py", "asyncio")
+# C modules whose functions are refused when called from Python during a check
+_C_REFUSED = ("numpy", "scipy", "cmath", "_posixsubprocess", "mpmath", "sympy", "gmpy2",
+              "tokenizers", "transformers", "networkx", "torch._C._functorch")
+# PyTorch's switches for the modes this gate relies on: refused when the answer calls them
+_MODE_SWITCHES = frozenset(("handle_torch_function", "_pop_mode", "_pop_mode_temporarily",
+                  "_pop_torch_function_stack", "_set_torch_function_mode",
+                  "_pop_torch_dispatch_stack", "_set_dispatch_mode", "_unset_dispatch_mode",
+                  "_disable_current_modes", "_DisableTorchDispatch", "DisableTorchFunction",
+                  "DisableTorchFunctionSubclass", "_len_torch_function_stack",
+                  "_get_function_stack_at", "_get_dispatch_stack_at"))
+# the frames of the checker that calls the answer (where an expected value may sit): sys's
+# C functions, inspect's Python ones
+_FRAMES = frozenset(("_getframe", "_current_frames"))
+_INSPECT_FRAMES = frozenset(("currentframe", "stack", "getouterframes"))
+_INSPECT = os.path.join(os.path.dirname(os.path.abspath(os.__file__)), "inspect.py")
+# C functions that run code elsewhere: a new thread or process
+_C_ELSEWHERE = ("start_new_thread", "start_new", "start_joinable_thread", "fork", "forkpty",
+                "system", "posix_spawn", "posix_spawnp", "execv", "execve", "fork_exec")
+# (turning grad mode back on is caught at the next PyTorch call: check_no_graph)
+_C_AUTOGRAD = ("run_backward", "_make_dual", "_unpack_dual", "_enter_dual_level",
+               "_set_fwd_grad_enabled")
+
+
+def _classify(filename, gate):
+    """None if code from ``filename`` may run during the check, else where it comes from."""
+    if filename in _GATE_FILES:
+        return None
+    path = os.path.abspath(filename) if not filename.startswith("<") else filename
+    if path.startswith(_CHECKS):
+        return f"the checkers' own module mathref.checks.{os.path.basename(path)[:-3]}"
+    if path.startswith(_MATHREF):
+        module = "mathref." + os.path.relpath(path, _MATHREF)[:-3].replace(os.sep, ".")
+        if module.endswith(".__init__"):
+            module = module[:-9]
+        if module in gate.mathref or module.startswith("mathref.grade."):
+            return None     # (the grader's channel: a function the checker hands in, there)
+        return f"{module} (mathref's own code)"
+    if _TORCH and path.startswith(_TORCH):
+        rel = os.path.relpath(path, _TORCH).split(os.sep)
+        if rel[0] in _TORCH_REFUSED or rel[0].removesuffix(".py") in _TORCH_REFUSED:
+            return f"torch.{rel[0].removesuffix('.py')} (PyTorch's reference implementations)"
+        if gate.no_autograd and rel[0] in _TORCH_AUTOGRAD and rel[-1] not in _AUTOGRAD_ALLOWED:
+            return f"torch.{'.'.join(rel)[:-3]} (autograd)"
+        return None
+    if _SITE in path:
+        package = path.split(_SITE, 1)[1].split(os.sep)[0]
+        if package.removesuffix(".py") in _INFRASTRUCTURE or package in gate.modules:
+            return None
+        return f"the package {package.removesuffix('.py')}"
+    if path.startswith(_STDLIB):
+        rel = os.path.relpath(path, _STDLIB).split(os.sep)
+        if rel[0] in _STDLIB_REFUSED:
+            return f"the standard library's {rel[0].removesuffix('.py')} (code run elsewhere)"
+        return None
+    return None        # the student's own code (a notebook cell, a file of theirs)
+
+
+_ANSWER_CODE = {}
+_ANSWER_STRINGS = ("<solution", "<setup", "<ipython-input", "<string>", "<stdin>", "<check")
+_VERDICTS = {}      # a gate's configuration -> its verdicts on code and on C functions
+_ALLOWED_OPS = {}   # an exercise's own operators -> those with ELEMENTARY
+_THREAD_START = threading.Thread.start.__code__
+
+
+def _from_answer(frame):
+    """Whether ``frame`` is the answer's own code (not PyTorch's, the library's or the
+    standard library's)."""
+    if frame is None:
+        return False
+    code = frame.f_code
+    known = _ANSWER_CODE.get(code)
+    if known is None:
+        path = code.co_filename
+        path = os.path.abspath(path) if not path.startswith("<") else path
+        # (code compiled from a string: a solution cell's, or a library's own, such as
+        # core's <forbidden> stubs and torch's generated code)
+        known = _ANSWER_CODE[code] = not (
+            path.startswith(_STDLIB) or _SITE in path or path.startswith(_MATHREF)
+            or (_TORCH and path.startswith(_TORCH))
+            or (path.startswith("<") and not path.startswith(_ANSWER_STRINGS)))
+    return known
+
+
+def _importing(frame):
+    """Whether ``frame`` runs inside an import (a module imported lazily during the call):
+    its code is the imported library's own setup, not the answer's."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _fingerprint(code):
+    """What a function's code is, whatever file or line it was compiled from (the bytes of
+    co_code differ between a .pyc and a fresh compile, so names, variables and constants)."""
+    consts = tuple(c for c in code.co_consts if not hasattr(c, "co_code"))
+    return (code.co_name, code.co_argcount, code.co_names, code.co_varnames, consts)
+
+
+_LIBRARY = {}    # fingerprint -> the mathref modules that define a function with it
+_SCANNED = set()
+_LOADED = [0]      # len(sys.modules) at the last scan
+_COPIES = {}       # (mathref modules allowed, len(_LIBRARY)) -> the fingerprints refused
+
+
+def _library_fingerprints():
+    """The fingerprints of mathref's functions and methods (the checkers' included): a copy
+    compiled from their source (``exec(inspect.getsource(f))``) has the same."""
+    import inspect
+    if len(sys.modules) == _LOADED[0]:
+        return _LIBRARY
+    _LOADED[0] = len(sys.modules)
+    for name, module in list(sys.modules.items()):
+        if not (name == "mathref" or name.startswith("mathref.")) or module is None \
+                or name in ("mathref.checks.gate", "mathref.checks.core") or name in _SCANNED:
+            continue
+        _SCANNED.add(name)
+        for value in list(vars(module).values()):
+            members = [value] + (list(vars(value).values()) if inspect.isclass(value) else [])
+            for member in members:
+                member = getattr(member, "__func__", member)
+                code = getattr(member, "__code__", None)
+                if code is not None and code.co_filename.startswith(_MATHREF):
+                    _LIBRARY.setdefault(_fingerprint(code), set()).add(name)
+    return _LIBRARY
+
+
+def for_exercise(label, forbidden_codes=()):
+    """The gate for one call of ``label``'s answer, from mathref.checks.allowances; under
+    inference mode (the checker's "without autograd") it also keeps autograd out."""
+    from mathref.checks.allowances import ALLOWANCES
+    rule = ALLOWANCES.get(label, {})
+    mathref = frozenset(rule.get("mathref", ()))
+    library = _library_fingerprints()
+    copies = _COPIES.get((mathref, len(library)))
+    if copies is None:
+        copies = _COPIES[mathref, len(library)] = frozenset(
+            fp for fp, modules in library.items() if not modules & mathref)
+    return Gate(label, ops=rule.get("ops", ()), mathref=mathref, modules=rule.get("modules", ()),
+                no_autograd=torch.is_inference_mode_enabled(), allows=rule.get("allows", ""),
+                copies=copies, forbidden=forbidden_codes)
+
+
+class Gate:
+    """While in effect (a ``with`` block around one call of the answer): only ``ops`` (aten
+    names) run as PyTorch operators, only the Python code :func:`_classify` admits runs, and
+    under ``no_autograd`` no graph is built. ``label`` and ``allows`` make the message."""
+
+    def __init__(self, label, ops=frozenset(), mathref=frozenset(), modules=frozenset(),
+                 no_autograd=False, allows="", copies=(), forbidden=(), trusted=()):
+        self.label = label
+        self.allows = "PyTorch's elementary operations (arithmetic, comparisons, exp, log, " \
+            "sqrt, reductions, matmul, views, indexing, creation, casts)" \
+            + (f" and {allows}" if allows else "") \
+            + ("" if "numpy" in modules else "; no NumPy")
+        ops = frozenset(ops)
+        self.ops = _ALLOWED_OPS.get(ops) or _ALLOWED_OPS.setdefault(ops, ELEMENTARY | ops)
+        self.mathref = frozenset(mathref)
+        self.modules = frozenset(modules)
+        self.trusted = set(trusted)   # code objects the checker hands in (f in f(x + h))
+        self.no_autograd = no_autograd
+        self.copies = copies if not forbidden else \
+            frozenset(copies) | frozenset(_fingerprint(c) for c in forbidden)
+        self.hits = []
+        # verdicts on code and C functions, shared by the gates of one exercise (a checker
+        # calls the answer thousands of times: each judges the same code)
+        self._verdicts, self._c_verdicts = _VERDICTS.setdefault(
+            (label, self.no_autograd, self.mathref, self.modules, self.copies), ({}, {}))
+
+    # a refusal ---------------------------------------------------------------------------
+    def message(self, what, where):
+        why = (": this exercise asks for the gradient by hand, without autograd"
+               if "autograd" in what or "autograd" in where else "")
+        return (f"your solution ran {what} (from {where}), which {self.label} does not "
+                f"allow{why}. It allows {self.allows}")
+
+    def refuse(self, what, where):
+        message = self.message(what, where)
+        self.hits.append(message)
+        raise Refused(message)
+
+    def check_no_graph(self, name, out):
+        if torch.is_grad_enabled() or not torch.is_inference_mode_enabled():
+            self.refuse("autograd (grad mode turned back on)", f"the call {name}")
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        if any(isinstance(t, torch.Tensor) and t.requires_grad for t in outs):
+            self.refuse("autograd (a tensor that requires grad)", f"the call {name}")
+
+    # the profile hook --------------------------------------------------------------------
+    def _code_verdict(self, code):
+        verdict = _classify(code.co_filename, self)
+        if verdict is not None and code.co_filename.startswith(_CHECKS) and (
+                code.co_name.startswith("__") or code.co_name == "<lambda>"):
+            return None         # what the checker hands in, or its own tensor's hooks
+        if verdict is None and code is _THREAD_START:
+            return "threading: a new thread, where this check does not see what runs"
+        if verdict is None and not code.co_filename.startswith(_MATHREF) \
+                and _fingerprint(code) in self.copies:      # (mathref's own files: judged above)
+            return "a copy of a function this exercise refuses"
+        return verdict
+
+    def _profile(self, frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            verdict = self._verdicts.get(code, False)
+            if verdict is False:
+                verdict = self._verdicts[code] = self._code_verdict(code)
+            if verdict is not None and code in self.trusted:
+                return
+            if verdict is None and code.co_name in _MODE_SWITCHES and _from_answer(frame.f_back):
+                self._profile_refuse(code.co_name, "torch.overrides: it switches off the checks")
+            if verdict is None and code.co_name in _INSPECT_FRAMES \
+                    and code.co_filename == _INSPECT and _from_answer(frame.f_back):
+                self._profile_refuse(code.co_name, "inspect: the checker's frames")
+            if verdict is not None and not _importing(frame):
+                self._profile_refuse(f"{code.co_name}", verdict)
+        elif event == "c_call":
+            if not _from_answer(frame):
+                return      # a builtin the library calls: its Python code was judged above
+            owner = getattr(arg, "__self__", None)
+            # a bound method is made afresh at each call: judged by its type and name
+            key = arg if owner is None or type(owner) is _ModuleType else \
+                (type(owner), getattr(arg, "__name__", ""))
+            try:
+                verdict = self._c_verdicts.get(key, False)
+            except TypeError:           # unhashable
+                key, verdict = None, False
+            if verdict is False:
+                verdict = self._c_verdict(arg)
+                if key is not None:
+                    self._c_verdicts[key] = verdict
+            name = getattr(arg, "__name__", "")
+            if verdict is None and name in _MODE_SWITCHES:
+                verdict = "torch._C: it switches off the checks"
+            elif verdict is None and name in _FRAMES and getattr(arg, "__module__", "") == "sys":
+                verdict = "sys: the checker's frames"
+            if verdict is not None and not _importing(frame):
+                self._profile_refuse(getattr(arg, "__qualname__", repr(arg)), verdict)
+
+    def _c_verdict(self, function):
+        module = getattr(function, "__module__", None)
+        if module is None:
+            owner = getattr(function, "__self__", None)
+            module = type(owner).__module__ if owner is not None else ""
+        module = module or ""
+        name = getattr(function, "__name__", "")
+        root = module.split(".")[0]
+        if root not in self.modules:
+            for refused in _C_REFUSED:
+                if module == refused or module.startswith(refused + "."):
+                    return f"the C module {module}"
+        if name in _C_ELSEWHERE and root in ("_thread", "posix", "os", "nt", "_posixsubprocess"):
+            return "a new thread or process, where this check does not see what runs"
+        if self.no_autograd and name in _C_AUTOGRAD:
+            return "autograd's C++ engine"
+        return None
+
+    def _profile_refuse(self, what, where):
+        message = self.message(what, where)
+        self.hits.append(message)
+        raise Refused(message)
+
+    # entering and leaving ----------------------------------------------------------------
+    def __enter__(self):
+        self.hits = []
+        self._modes = [_FunctionGate(self), _DispatchGate(self)]
+        for mode in self._modes:
+            mode.__enter__()
+        self._saved = (sys.getprofile(), threading.getprofile())
+        threading.setprofile(self._profile)
+        sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        # (a profiler written in C, cProfile's, cannot be put back from Python)
+        sys.setprofile(self._saved[0] if callable(self._saved[0]) else None)
+        threading.setprofile(self._saved[1] if callable(self._saved[1]) else None)
+        for mode in reversed(self._modes):
+            mode.__exit__(None, None, None)
+        self._modes = []
+        return False

@@ -1,0 +1,90 @@
+"""The gate on what runs during a check (mathref.checks.gate), class by class: every shortcut
+of tests/exercises/gate.py is refused in-process with a message that says what ran, and every
+right answer there passes. ``python -m tests.test_exercises_gate`` prints the count per chapter.
+
+A table of answers for the notebook's fixed inputs (class 9 of issue 34) is a shortcut too: it
+passes under the default inputs and fails under any other generator (last test)."""
+import collections
+
+import pytest
+import torch
+
+from mathref.checks import CHECKS, ExerciseCheckFailed
+from tests.exercises.gate import CLOSED_WRONG, GATE_RIGHT, GATE_SHORTCUTS
+from tests.notebooks import all_exercises, read, reference_answer
+
+PATHS = {label: path for path, label in all_exercises()}
+CASES = [(kind, label, source) for kind, forms in GATE_SHORTCUTS.items()
+         for label, source in forms]
+
+
+def _answer(label, source):
+    return reference_answer(read(PATHS[label]), label, source)
+
+
+def test_every_class_has_three_forms():
+    assert all(len(forms) >= 3 for forms in GATE_SHORTCUTS.values())
+
+
+@pytest.mark.parametrize("kind, label, source", CASES,
+                         ids=[f"{kind.replace(' ', '-')}-{i}-{label}"
+                              for i, (kind, label, _) in enumerate(CASES)])
+def test_a_shortcut_is_refused(kind, label, source, capsys):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS[label](_answer(label, source))
+    message = failure.value.message
+    assert any(word in message for word in ("your solution ran", "your solution called",
+                                            "without autograd")), message
+    assert "✅" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("label, source", GATE_RIGHT,
+                         ids=[f"right-{i}-{label}" for i, (label, _) in enumerate(GATE_RIGHT)])
+def test_a_right_answer_passes(label, source, capsys):
+    CHECKS[label](_answer(label, source))
+    assert f"✅ {label}: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("label, source", CLOSED_WRONG,
+                         ids=[f"closed-{i}-{label}" for i, (label, _) in enumerate(CLOSED_WRONG)])
+def test_a_wrong_answer_the_reads_found_now_fails(label, source, capsys):
+    with pytest.raises(ExerciseCheckFailed):
+        CHECKS[label](_answer(label, source))
+    assert "✅" not in capsys.readouterr().out
+
+
+def test_not_a_callable_is_reported():
+    for label in ("ch11-attention", "ch05-logsumexp"):
+        with pytest.raises(ExerciseCheckFailed, match="pass the function itself"):
+            CHECKS[label](torch.zeros(3))
+
+
+def test_a_table_of_answers_fails_under_another_generator():
+    """Class 9: answers recorded for the notebook's inputs pass there and nowhere else."""
+    label = "ch05-logsumexp"
+    reference = _answer(label, None)
+    table = {}
+
+    def recording(x):
+        table[tuple(x.flatten().tolist()), x.dtype] = reference(x)
+        return table[tuple(x.flatten().tolist()), x.dtype]
+
+    CHECKS[label](recording)
+
+    def lookup(x):
+        return table[tuple(x.flatten().tolist()), x.dtype]
+
+    CHECKS[label](lookup)                                     # the notebook's inputs: passes
+    with pytest.raises(ExerciseCheckFailed):
+        CHECKS[label](lookup, generator=torch.Generator().manual_seed(2026))
+
+
+def summary():
+    per_chapter = collections.Counter(label[:4] for _, label, _ in CASES)
+    return (f"gate table: {len(CASES)} shortcuts in {len(GATE_SHORTCUTS)} classes, "
+            f"{len(GATE_RIGHT)} right answers; per chapter "
+            + ", ".join(f"{ch} {n}" for ch, n in sorted(per_chapter.items())))
+
+
+if __name__ == "__main__":
+    print(summary())
