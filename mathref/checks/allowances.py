@@ -11,6 +11,9 @@ EIGENVALUES = ("linalg_eigvalsh", "linalg_eigh", "_linalg_eigh", "linalg_svdvals
                "linalg_eigvals", "linalg_eig", "linalg_matrix_norm", "linalg_norm")
 ATTENTION_HELPERS = ("mathref.attention", "mathref._validation")
 POSITIONS = ("mathref.positions", "mathref._validation")
+COMPLEX = ("complex", "polar", "view_as_real", "view_as_complex", "_conj", "conj")
+SILU = ("silu", "silu_")
+EMBEDDING = ("embedding",)
 
 ALLOWANCES = {
     # the statements allow an eigenvalue routine: the exercise is the formula from λ_min, λ_max
@@ -52,8 +55,7 @@ ALLOWANCES = {
                        "_scaled_dot_product_flash_attention_for_cpu"),
         allows="torch.softmax and F.scaled_dot_product_attention for each head"),
     # rotations as complex multiplication
-    "ch12-rope-half": dict(ops=("complex", "polar", "view_as_real", "view_as_complex",
-                                "_conj", "conj"),
+    "ch12-rope-half": dict(ops=COMPLEX,
                            mathref=POSITIONS, allows="complex numbers and mathref.positions"),
     "ch13-cross-attention": dict(ops=SOFTMAX, mathref=ATTENTION_HELPERS,
                                  allows="torch.softmax and mathref's mask helpers"),
@@ -64,4 +66,17 @@ ALLOWANCES = {
         allows="calling the sub-layers it is given"),
     "ch14-rope-decode-step": dict(ops=SOFTMAX, mathref=POSITIONS,
                                   allows="torch.softmax and mathref.positions"),
+    # chapter 16 allows any PyTorch tensor operation but the ready-made layers, optimizers and
+    # the course's model (refused by name); the parts a checker hands in run the same operators
+    "ch16-rope": dict(ops=COMPLEX, allows="complex numbers"),
+    "ch16-swiglu": dict(ops=SILU, allows="F.silu"),
+    "ch16-attention": dict(ops=SOFTMAX, allows="torch.softmax"),
+    "ch16-block": dict(ops=SOFTMAX + SILU, allows="torch.softmax, F.silu and the parts it is given"),
+    "ch16-gpt-forward": dict(ops=SOFTMAX + SILU + EMBEDDING,
+                             allows="torch.softmax, F.silu, F.embedding and the parts it is given"),
+    # step(ids) runs mathref.GPT with its cache (mathref's generate/sample_next refused by name)
+    "ch16-generate": dict(ops=SOFTMAX + LOG_SOFTMAX + SILU + EMBEDDING + ("dropout", "linear"),
+                          mathref=("mathref.gpt", "mathref.transformer", "mathref.norm")
+                          + ATTENTION_HELPERS + POSITIONS,
+                          allows="torch.softmax and the step function it is given"),
 }

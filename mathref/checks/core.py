@@ -12,6 +12,7 @@ import importlib
 import inspect
 import math
 import sys
+import types
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -90,6 +91,9 @@ def exercise(label, forbid=(), because="this exercise asks you to write it yours
     every function the student hands in is wrapped by :func:`forbidding`, so each call the
     checker makes fails with a message naming the call and ``because``."""
     def decorate(check):
+        # a checker may take generator= itself (and draw from it); the others use rng(n)
+        takes_generator = "generator" in inspect.signature(check).parameters
+
         @functools.wraps(check)
         def run(*answers, generator=None, **options):
             if generator is not None and not isinstance(generator, torch.Generator):
@@ -99,7 +103,8 @@ def exercise(label, forbid=(), because="this exercise asks you to write it yours
                             for a in answers)
             _CALLER.append(generator)
             try:
-                detail = check(*answers, **options)
+                detail = (check(*answers, generator=generator, **options) if takes_generator
+                          else check(*answers, **options))
             except CheckFailure as failure:
                 raise ExerciseCheckFailed(label, str(failure)) from None
             except NotImplementedError as err:
@@ -124,9 +129,10 @@ def exercise(label, forbid=(), because="this exercise asks you to write it yours
         run.forbid = tuple(forbid)
         # the signature shows generator= (the grader passes one when it is there)
         signature = inspect.signature(check)
-        run.__signature__ = signature.replace(parameters=[
-            *signature.parameters.values(),
-            inspect.Parameter("generator", inspect.Parameter.KEYWORD_ONLY, default=None)])
+        if not takes_generator:
+            run.__signature__ = signature.replace(parameters=[
+                *signature.parameters.values(),
+                inspect.Parameter("generator", inspect.Parameter.KEYWORD_ONLY, default=None)])
         if label in CHECKS:
             raise ValueError(f"two checkers registered for exercise {label!r}")
         CHECKS[label] = run
@@ -421,13 +427,24 @@ class _refusing:
 
 def _handed_in(args, kwargs):
     """The code of the functions a checker passes to the answer (f in central_difference(f,
-    x, h)): they run inside the call and are not the answer's."""
+    x, h); the parts in a dict, as chapter 16 hands them), with the functions defined inside
+    them: they run inside the call and are not the answer's."""
     found = set()
+
+    def add(code):
+        if code not in found:
+            found.add(code)
+            for const in code.co_consts:
+                if isinstance(const, types.CodeType):
+                    add(const)
+
     for value in (*args, *kwargs.values()):
-        for item in (value if isinstance(value, (list, tuple)) else (value,)):
+        items = value.values() if isinstance(value, dict) else \
+            value if isinstance(value, (list, tuple)) else (value,)
+        for item in items:
             code = getattr(getattr(item, "__func__", item), "__code__", None)
-            if code is not None:
-                found.add(code)
+            if isinstance(code, types.CodeType):
+                add(code)
     return found
 
 
