@@ -148,6 +148,49 @@ REFUSED = [
     ("from mathref.grade import worker", "grade"),
     ("n = '__globals__'", "dunder"),
     ("p = open('/etc/passwd').read()", "open"),
+    # red team of issue 33, H1: library routines that get or set attributes by a given name
+    ("import functools\nfunctools.update_wrapper(x, f, assigned=(n,), updated=())",
+     "`functools.update_wrapper` is not available"),
+    ("from functools import update_wrapper", "update_wrapper"),
+    ("from functools import wraps", "wraps"),
+    ("import functools\nft = functools\nw = ft.wraps", "only available as `functools.name`"),
+    ("import functools as ft\nw = ft.wraps(f)", "`functools.wraps` is not available"),
+    ("from operator import attrgetter", "operator"),
+    ("import copy", "import copy"),
+    ("import collections\nT = collections.namedtuple('T', n)", "namedtuple"),
+    ("class Grab:\n    def __setattr__(self, name, value):\n        pass", "`__setattr__`"),
+    ("class Grab:\n    def __getattr__(self, name):\n        pass", "`__getattr__`"),
+    ("class R:\n    def __reduce__(self):\n        pass", "`__reduce__`"),
+    ("class Grab:\n    __setattr__ = print", "binding a dunder name"),
+    ("class M(type):\n    pass\nclass A(metaclass=M):\n    pass", "metaclass"),
+    ("A = type('A', (), {n: f})", "`type` with more than one argument"),
+    ("s = fmt.format(f)", "`.format` of anything but a string literal"),
+    ("s = '{0.x}'.format(f)", "attribute or item field"),
+    ("s = '{0[k]}'.format(d)", "attribute or item field"),
+    ("s = '{0:{1.x}}'.format(1, f)", "attribute or item field"),
+    ("m = str.format", "`.format` of anything but a string literal"),
+    ("s = '{a}'.format_map(d)", "format_map"),
+    # H2: a class pattern reads attributes by the names it lists
+    ("match f:\n    case object(__globals__=g):\n        pass", "class patterns"),
+    ("match f:\n    case object(x=g):\n        pass", "class patterns"),
+    # H3: `self` is only a method's first parameter
+    ("self = torch.optim\nself.Adam = None", "binding the name `self`"),
+    ("for self in [torch.optim]:\n    self.Adam = None", "binding the name `self`"),
+    ("with torch.no_grad() as self:\n    pass", "binding the name `self`"),
+    ("import torch.optim as self", "binding the name `self`"),
+    ("x = [self for self in [torch]]", "binding the name `self`"),
+    ("if (self := torch.optim):\n    pass", "binding the name `self`"),
+    ("def f(self):\n    self.svd = None\nf(torch.linalg)", "parameter named `self`"),
+    ("f = lambda self: 0", "parameter named `self`"),
+    ("class A:\n    @staticmethod\n    def f(self):\n        self.svd = None",
+     "parameter named `self`"),
+    ("class A:\n    def f(self, v):\n        self.svd = v\nA.f(torch.linalg, None)",
+     "through its instances"),
+    ("class A:\n    def f(self, v):\n        self.svd = v\nB = A\nB.f(torch.linalg, None)",
+     "only available to create instances"),
+    ("class A:\n    def f(self, v):\n        self.svd = v\ntype(A()).f(torch.linalg, None)",
+     "attributes of `type(...)`"),
+    ("torch.nn.Module.__init__(torch.linalg)", "`super().__init__`"),
 ]
 
 
@@ -163,6 +206,20 @@ def test_the_policy_lets_an_honest_class_set_its_own_attributes():
     policy.check("import torch\nclass Adam:\n    def __init__(self, lr):\n        self.lr = lr\n"
                  "        setattr(self, 'state', {})\n    def step(self):\n        self.t += 1\n"
                  "        super().__init__()\n", modules={"torch"})
+
+
+def test_the_policy_lets_honest_code_through():
+    """What the tighter rules (red team H1-H3) still allow."""
+    policy.check("import torch\nimport functools\nfrom functools import partial, reduce\n"
+                 "from collections import Counter\nimport heapq\n"
+                 "class Net(torch.nn.Module):\n    def __init__(self, d):\n"
+                 "        super().__init__()\n        self.w = torch.nn.Linear(d, d)\n"
+                 "    def forward(self, x):\n        return self.w(x)\n"
+                 "    def __call__(self, x):\n        return self.forward(x)\n"
+                 "net = Net(3)\nf = functools.partial(max, 0)\ns = '{0:.3f} {name}'.format(1.0, "
+                 "name='x')\nt = f'{net}'\nh = []\nheapq.heappush(h, 1)\n"
+                 "total = reduce(lambda a, b: a + b, [1, 2])\nok = isinstance(net, Net)\n"
+                 "match h:\n    case [x]:\n        pass\n", modules={"torch"})
 
 
 def test_every_reference_solution_passes_the_policy():
