@@ -302,3 +302,32 @@ def test_the_worker_cannot_be_traced_by_what_the_student_starts():
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=120, check=True, env=dict(os.environ))
     assert run.stdout.split() == ["1", "0"], run.stdout
+
+
+def test_the_worker_cannot_read_the_secret_or_the_inputs_seed_from_the_rng_state(monkeypatch):
+    """Red team H6: the worker gets the global generators' state with each call; that state
+    is seeded from an HMAC of the run's secret, so reading it (the first 8 bytes of
+    torch.get_rng_state() are the seed) tells neither the secret nor the seed of the checker's
+    ``generator=``, nor the next exercise's."""
+    from mathref.grade import selftest, verify
+    seen = []
+
+    def checker(f, generator=None):
+        state = torch.get_rng_state()[:8].tolist()
+        seen.append((generator.initial_seed(), sum(b << (8 * i) for i, b in enumerate(state))))
+
+    class FakeWorker:
+        def ask(self, message, deadline):
+            return None if message["kind"] == "setup" else ([print], {})
+
+    monkeypatch.setitem(selftest.CHECKS, "zz-probe", checker)
+    secret = 123456789
+    job = {"setup": "", "exercise_timeout": 5, "seed": secret,
+           "exercises": [{"label": "zz-probe", "solution": "", "check": "", "checker": "x"}] * 2}
+    verdicts = []
+    verify.verify(job, FakeWorker(), lambda *v: verdicts.append(v))
+    assert [v[1] for v in verdicts] == ["pass", "pass"], verdicts
+    (gen0, leak0), (gen1, leak1) = seen
+    assert len({gen0, gen1, leak0, leak1, secret}) == 5
+    assert leak0 == verify.derived_seed(secret, "global", 0)
+    assert gen0 == verify.derived_seed(secret, "generator", 0)
