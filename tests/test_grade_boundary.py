@@ -331,3 +331,26 @@ def test_the_worker_cannot_read_the_secret_or_the_inputs_seed_from_the_rng_state
     assert len({gen0, gen1, leak0, leak1, secret}) == 5
     assert leak0 == verify.derived_seed(secret, "global", 0)
     assert gen0 == verify.derived_seed(secret, "generator", 0)
+
+
+def test_a_forbidden_function_is_looked_up_as_it_was_before_the_solution_ran(monkeypatch):
+    """Red team H3, defence in depth: the worker resolves an exercise's forbidden names in a
+    snapshot taken after the setup cell, so rebinding ``mathref.optim.warmup_cosine`` to a decoy
+    (were the policy to let it through) leaves the real function guarded."""
+    import mathref.optim
+    from mathref.checks import core
+    from mathref.grade import worker
+    real = mathref.optim.warmup_cosine
+    monkeypatch.setattr(worker, "_MODULES", {})
+    monkeypatch.setattr(worker, "_CLASSES", {})
+    worker._snapshot()
+    monkeypatch.setattr(core, "_resolve", worker._resolve)
+    monkeypatch.setattr(mathref.optim, "warmup_cosine", lambda *a, **k: 0.0)
+    monkeypatch.setattr(torch.Tensor, "backward", lambda *a, **k: None)
+    assert worker._resolve("mathref.optim.warmup_cosine") is real
+    assert worker._resolve("torch.Tensor.backward") is not torch.Tensor.backward
+    rule = core.Forbidden(["mathref.optim.warmup_cosine"], "ch06-x")
+    with pytest.raises(BaseException), rule:
+        real(5, 4, 20, 1.0, 0.0)
+    assert rule.hits
+    assert real(5, 4, 20, 1.0, 0.0) > 0          # restored after the rule
