@@ -354,3 +354,45 @@ def test_a_forbidden_function_is_looked_up_as_it_was_before_the_solution_ran(mon
         real(5, 4, 20, 1.0, 0.0)
     assert rule.hits
     assert real(5, 4, 20, 1.0, 0.0) > 0          # restored after the rule
+
+
+def _slow_message(n):
+    """A stored torch.save archive whose pickle builds ``n`` empty dicts: ~2n bytes that take
+    the weights-only unpickler seconds per megabyte (red team H5)."""
+    buffer = io.BytesIO()
+    torch.save(None, buffer)
+    packed = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as src, \
+            zipfile.ZipFile(packed, "w", zipfile.ZIP_STORED) as dst:
+        for entry in src.infolist():
+            data = src.read(entry.filename)
+            if entry.filename.endswith("data.pkl"):
+                data = b"\x80\x02]" + b"}a" * n + b"."
+            dst.writestr(zipfile.ZipInfo(entry.filename), data)
+    return packed.getvalue()
+
+
+def test_a_message_is_decoded_within_the_exercise_deadline():
+    """Red team H5: decoding stops at the deadline (the verifier's whole exercise), however
+    long the message would take to unpickle; without a deadline the same message loads."""
+    import time
+    data = _slow_message(500_000)
+    assert len(torch.load(io.BytesIO(data), weights_only=True)) == 500_000
+    r, w = os.pipe()
+    writer = threading.Thread(target=lambda: os.write(w, len(data).to_bytes(8, "little") + data))
+    writer.start()
+    start = time.monotonic()
+    with pytest.raises(rpc.ChannelTimeout):
+        rpc.read_message(r, start + 0.2)
+    assert time.monotonic() - start < 1.0
+    writer.join()
+    os.close(r)
+    os.close(w)
+
+
+def test_the_verifier_has_its_own_memory_limit():
+    """Red team H5: the trusted verifier runs outside the submission's memory cgroup, under an
+    address-space limit of its own, well below this machine's memory."""
+    from mathref.grade import sandbox
+    assert sandbox.VERIFIER_LIMITS["as"] <= 4 * 2 ** 30
+    assert rpc.MAX_MESSAGE <= 64 * 2 ** 20
