@@ -6,9 +6,11 @@ process, where the code runs; a process can undo what runs inside it, so this pa
 trusted side, removes the ways to reach that machinery: the interpreter's internals (dunder
 attributes, frames, ``sys``, ``gc``, ``inspect``, ``ctypes``, ``importlib``), running new code
 (``exec``, ``eval``, ``compile``, ``__import__``, loading pickles or compiled extensions),
-attribute access by a computed name, threads and processes, setting attributes of anything but
-``self`` (a library's functions and classes are not the solution's to change), and imports
-outside :data:`IMPORTS`. It is a small allowlist over the syntax of
+attribute access by a computed name (also through a library routine, a dunder method Python
+calls with a name, a format string or a ``match`` class pattern), threads and processes,
+setting attributes of anything but ``self`` (a library's functions and classes are not the
+solution's to change; ``self`` is only ever a method's first parameter), and imports outside
+:data:`IMPORTS` and, for the standard library, names outside :data:`MEMBERS`. It is a small allowlist over the syntax of
 Python, not a sandbox: the sandbox is :mod:`mathref.grade.sandbox`.
 """
 import ast
