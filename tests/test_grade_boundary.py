@@ -153,6 +153,7 @@ REFUSED = [
      "`functools.update_wrapper` is not available"),
     ("from functools import update_wrapper", "update_wrapper"),
     ("from functools import wraps", "wraps"),
+    ("w = wraps(f)", "`wraps` is not available"),       # as the setup cell might bind it
     ("import functools\nft = functools\nw = ft.wraps", "only available as `functools.name`"),
     ("import functools as ft\nw = ft.wraps(f)", "`functools.wraps` is not available"),
     ("from operator import attrgetter", "operator"),

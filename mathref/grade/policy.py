@@ -67,8 +67,9 @@ DENIED_ATTRIBUTES = DENIED_MODULES | {
     "ctypeslib", "serialization", "library", "compile", "compiler", "export", "fx", "overrides",
     "distributed", "collect_env", "bottleneck", "grade", "checks",
     # library routines that get or set attributes by names they are given
-    "update_wrapper", "wraps", "attrgetter", "methodcaller", "format_map", "vformat",
-    "get_field", "namedtuple"}
+    *("update_wrapper", "wraps", "attrgetter", "methodcaller", "format_map", "vformat",
+      "get_field", "namedtuple")}
+_GADGETS = {"update_wrapper", "wraps", "attrgetter", "methodcaller", "namedtuple"}
 # the one name with underscores a course exercise reads: mathref.autograd.Value's fields
 PRIVATE_ALLOWED = {"_prev", "_backward", "_op"}
 # dunder attributes an honest class may use
@@ -232,6 +233,8 @@ def _structure_problem(node, parents, methods_self, classes, aliases):
                         f"solution (from `{node.module}`: "
                         + ", ".join(sorted(MEMBERS[node.module])) + ")")
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        if node.id in _GADGETS:     # bound by the setup cell's ``from functools import wraps``
+            return f"`{node.id}` is not available to a solution"
         if node.id in aliases and not (isinstance(parent, ast.Attribute) and parent.value is node):
             return (f"the module `{node.id}` is only available as `{node.id}.name` (its "
                     f"allowed names)")
