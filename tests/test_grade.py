@@ -350,7 +350,7 @@ def test_the_trusted_verifier_runs_under_its_own_memory_limit(tmp_path):
                                     limits=sandbox.VERIFIER_LIMITS)
     run = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True, **options)
     limit, euid = map(int, run.stdout.split())
-    assert limit == sandbox.VERIFIER_LIMITS["as"] == 16 * 2 ** 30 and euid != 0
+    assert limit == sandbox.VERIFIER_LIMITS["as"] == 4 * 2 ** 30 and euid != 0
 
 
 def test_the_verifier_refuses_a_forged_expanded_tensor(monkeypatch):
@@ -469,6 +469,110 @@ def test_a_rule_conditional_on_the_arguments_is_applied_in_the_worker(tmp_path):
     assert "torch.linalg.pinv on something other than the 40-row float64 matrix" in run.stdout, run.stdout
     others = [label for label in exercise_labels(source) if label != "ch02-least-squares"]
     assert all(row[label] == "pass" for label in others), run.stdout
+
+
+# the red team's reproducers (issue 33's follow-up): computed attribute access through
+# functools.update_wrapper (H1) and a match class pattern (H2), each switching the worker's
+# rules off; a decoy bound through an alias named self (H3)
+RED_TEAM = {
+    "h1": ("ch06-adam-step", (
+        'import functools\n'
+        'D = "_" * 2\n'
+        'store = []\n'
+        'class Grab:\n'
+        '    def __setattr__(self, name, value):\n'
+        '        store.append(value)\n'
+        'def peek(obj, name):\n'
+        '    store.clear()\n'
+        '    functools.update_wrapper(Grab(), obj, assigned=(name,), updated=())\n'
+        '    return store[0]\n'
+        'def helper():\n'
+        '    pass\n'
+        'g = peek(helper, D + "globals" + D)\n'
+        'b = g[D + "builtins" + D]\n'
+        'ex = b["exec"] if isinstance(b, dict) else peek(b, "exec")\n'
+        'ex("import sys\\nw = sys.modules[m]\\nw.WorkerEndpoint.call_local = lambda self, target, args, kwargs: target(*args, **kwargs)\\n", {"m": D + "main" + D})\n'
+        'import torch\n'
+        'def adam_step(theta, grad, m, v, t, lr, beta1, beta2, eps):\n'
+        '    p = theta.detach().clone()\n'
+        '    opt = torch.optim.Adam([p], lr=lr, betas=(beta1, beta2), eps=eps)\n'
+        '    self = p\n'
+        '    self.grad = grad.detach().clone()\n'
+        '    st = opt.state[p]\n'
+        '    st["step"] = torch.tensor(float(t - 1))\n'
+        '    st["exp_avg"] = m.detach().clone()\n'
+        '    st["exp_avg_sq"] = v.detach().clone()\n'
+        '    opt.step()\n'
+        '    return p.detach(), st["exp_avg"], st["exp_avg_sq"]\n'
+    )),
+    "h2": ("ch06-adam-step", (
+        'D = "_" * 2\n'
+        'def helper():\n'
+        '    pass\n'
+        'match helper:\n'
+        '    case object(__globals__=g):\n'
+        '        pass\n'
+        'b = g[D + "builtins" + D]\n'
+        'match b:\n'
+        '    case dict():\n'
+        '        ex = b["exec"]\n'
+        '    case object(exec=e):\n'
+        '        ex = e\n'
+        'ex("import sys\\nw = sys.modules[m]\\nw.WorkerEndpoint.call_local = lambda self, target, args, kwargs: target(*args, **kwargs)\\n", {"m": D + "main" + D})\n'
+        'import torch\n'
+        'def adam_step(theta, grad, m, v, t, lr, beta1, beta2, eps):\n'
+        '    p = theta.detach().clone()\n'
+        '    opt = torch.optim.Adam([p], lr=lr, betas=(beta1, beta2), eps=eps)\n'
+        '    self = p\n'
+        '    self.grad = grad.detach().clone()\n'
+        '    st = opt.state[p]\n'
+        '    st["step"] = torch.tensor(float(t - 1))\n'
+        '    st["exp_avg"] = m.detach().clone()\n'
+        '    st["exp_avg_sq"] = v.detach().clone()\n'
+        '    opt.step()\n'
+        '    return p.detach(), st["exp_avg"], st["exp_avg_sq"]\n'
+    )),
+    "h3": ("ch06-warmup-cosine", (
+        'import mathref.optim\n'
+        'import functools\n'
+        'real = mathref.optim.warmup_cosine\n'
+        'def decoy(*a, **k):\n'
+        '    return 0.0\n'
+        'self = mathref.optim\n'
+        'self.warmup_cosine = decoy\n'
+        'def lr_at(step, warmup_steps, total_steps, lr_max, lr_min):\n'
+        '    return real(step, warmup_steps, total_steps, lr_max, lr_min)\n'
+    )),
+}
+
+
+def test_the_red_teams_reproducers_are_refused_before_running(tmp_path):
+    """Red team H1-H3 through ``python -m mathref.grade``: each reproducer is refused before
+    it runs, naming the construct; the submission's other exercises are graded as usual."""
+    from tests.notebooks import solution_cell
+    source = read(ROOT / "notebooks" / "06_optimizers.ipynb")
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for name, (label, body) in RED_TEAM.items():
+        nb = nbformat.from_dict(source)
+        solution_cell(nb, label).source = body
+        nbformat.write(nb, folder / f"{name}.ipynb")
+    nbformat.write(make_student_notebook(source), tmp_path / "assignment.ipynb")
+    out = tmp_path / "grades.csv"
+    run = grade_cli(folder, "--assignment", tmp_path / "assignment.ipynb", "--no-execute",
+                    "--jobs", "2", "--exercise-timeout", "120", "--out", out, cwd=tmp_path,
+                    timeout=1200, env=dict(os.environ))
+    assert run.returncode == 0, run.stderr
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    why = {"h1": "defining `__setattr__`", "h2": "class patterns in `match`",
+           "h3": "binding the name `self`"}
+    for name, (label, _) in RED_TEAM.items():
+        assert rows[name][label] == "fail", (name, run.stdout)
+        assert any(line.startswith(f"  {label}: fail: refused before running: line ")
+                   and why[name] in line for line in _section(run.stdout, name)), run.stdout
+        others = [other for other in exercise_labels(source) if other != label]
+        assert all(rows[name][other] == "pass" for other in others), (name, run.stdout)
 
 
 ESCAPE = '''def pre_norm_block(x, attn, ffn, norm1, norm2):

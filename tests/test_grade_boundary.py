@@ -148,6 +148,50 @@ REFUSED = [
     ("from mathref.grade import worker", "grade"),
     ("n = '__globals__'", "dunder"),
     ("p = open('/etc/passwd').read()", "open"),
+    # red team of issue 33, H1: library routines that get or set attributes by a given name
+    ("import functools\nfunctools.update_wrapper(x, f, assigned=(n,), updated=())",
+     "`functools.update_wrapper` is not available"),
+    ("from functools import update_wrapper", "update_wrapper"),
+    ("from functools import wraps", "wraps"),
+    ("w = wraps(f)", "`wraps` is not available"),       # as the setup cell might bind it
+    ("import functools\nft = functools\nw = ft.wraps", "only available as `functools.name`"),
+    ("import functools as ft\nw = ft.wraps(f)", "`functools.wraps` is not available"),
+    ("from operator import attrgetter", "operator"),
+    ("import copy", "import copy"),
+    ("import collections\nT = collections.namedtuple('T', n)", "namedtuple"),
+    ("class Grab:\n    def __setattr__(self, name, value):\n        pass", "`__setattr__`"),
+    ("class Grab:\n    def __getattr__(self, name):\n        pass", "`__getattr__`"),
+    ("class R:\n    def __reduce__(self):\n        pass", "`__reduce__`"),
+    ("class Grab:\n    __setattr__ = print", "binding a dunder name"),
+    ("class M(type):\n    pass\nclass A(metaclass=M):\n    pass", "metaclass"),
+    ("A = type('A', (), {n: f})", "`type` with more than one argument"),
+    ("s = fmt.format(f)", "`.format` of anything but a string literal"),
+    ("s = '{0.x}'.format(f)", "attribute or item field"),
+    ("s = '{0[k]}'.format(d)", "attribute or item field"),
+    ("s = '{0:{1.x}}'.format(1, f)", "attribute or item field"),
+    ("m = str.format", "`.format` of anything but a string literal"),
+    ("s = '{a}'.format_map(d)", "format_map"),
+    # H2: a class pattern reads attributes by the names it lists
+    ("match f:\n    case object(__globals__=g):\n        pass", "class patterns"),
+    ("match f:\n    case object(x=g):\n        pass", "class patterns"),
+    # H3: `self` is only a method's first parameter
+    ("self = torch.optim\nself.Adam = None", "binding the name `self`"),
+    ("for self in [torch.optim]:\n    self.Adam = None", "binding the name `self`"),
+    ("with torch.no_grad() as self:\n    pass", "binding the name `self`"),
+    ("import torch.optim as self", "binding the name `self`"),
+    ("x = [self for self in [torch]]", "binding the name `self`"),
+    ("if (self := torch.optim):\n    pass", "binding the name `self`"),
+    ("def f(self):\n    self.svd = None\nf(torch.linalg)", "parameter named `self`"),
+    ("f = lambda self: 0", "parameter named `self`"),
+    ("class A:\n    @staticmethod\n    def f(self):\n        self.svd = None",
+     "parameter named `self`"),
+    ("class A:\n    def f(self, v):\n        self.svd = v\nA.f(torch.linalg, None)",
+     "through its instances"),
+    ("class A:\n    def f(self, v):\n        self.svd = v\nB = A\nB.f(torch.linalg, None)",
+     "only available to create instances"),
+    ("class A:\n    def f(self, v):\n        self.svd = v\ntype(A()).f(torch.linalg, None)",
+     "attributes of `type(...)`"),
+    ("torch.nn.Module.__init__(torch.linalg)", "`super().__init__`"),
 ]
 
 
@@ -163,6 +207,20 @@ def test_the_policy_lets_an_honest_class_set_its_own_attributes():
     policy.check("import torch\nclass Adam:\n    def __init__(self, lr):\n        self.lr = lr\n"
                  "        setattr(self, 'state', {})\n    def step(self):\n        self.t += 1\n"
                  "        super().__init__()\n", modules={"torch"})
+
+
+def test_the_policy_lets_honest_code_through():
+    """What the tighter rules (red team H1-H3) still allow."""
+    policy.check("import torch\nimport functools\nfrom functools import partial, reduce\n"
+                 "from collections import Counter\nimport heapq\n"
+                 "class Net(torch.nn.Module):\n    def __init__(self, d):\n"
+                 "        super().__init__()\n        self.w = torch.nn.Linear(d, d)\n"
+                 "    def forward(self, x):\n        return self.w(x)\n"
+                 "    def __call__(self, x):\n        return self.forward(x)\n"
+                 "net = Net(3)\nf = functools.partial(max, 0)\ns = '{0:.3f} {name}'.format(1.0, "
+                 "name='x')\nt = f'{net}'\nh = []\nheapq.heappush(h, 1)\n"
+                 "total = reduce(lambda a, b: a + b, [1, 2])\nok = isinstance(net, Net)\n"
+                 "match h:\n    case [x]:\n        pass\n", modules={"torch"})
 
 
 def test_every_reference_solution_passes_the_policy():
@@ -245,3 +303,97 @@ def test_the_worker_cannot_be_traced_by_what_the_student_starts():
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=120, check=True, env=dict(os.environ))
     assert run.stdout.split() == ["1", "0"], run.stdout
+
+
+def test_the_worker_cannot_read_the_secret_or_the_inputs_seed_from_the_rng_state(monkeypatch):
+    """Red team H6: the worker gets the global generators' state with each call; that state
+    is seeded from an HMAC of the run's secret, so reading it (the first 8 bytes of
+    torch.get_rng_state() are the seed) tells neither the secret nor the seed of the checker's
+    ``generator=``, nor the next exercise's."""
+    from mathref.grade import selftest, verify
+    seen = []
+
+    def checker(f, generator=None):
+        state = torch.get_rng_state()[:8].tolist()
+        seen.append((generator.initial_seed(), sum(b << (8 * i) for i, b in enumerate(state))))
+
+    class FakeWorker:
+        def ask(self, message, deadline):
+            return None if message["kind"] == "setup" else ([print], {})
+
+    monkeypatch.setitem(selftest.CHECKS, "zz-probe", checker)
+    secret = 123456789
+    job = {"setup": "", "exercise_timeout": 5, "seed": secret,
+           "exercises": [{"label": "zz-probe", "solution": "", "check": "", "checker": "x"}] * 2}
+    verdicts = []
+    verify.verify(job, FakeWorker(), lambda *v: verdicts.append(v))
+    assert [v[1] for v in verdicts] == ["pass", "pass"], verdicts
+    (gen0, leak0), (gen1, leak1) = seen
+    assert len({gen0, gen1, leak0, leak1, secret}) == 5
+    assert leak0 == verify.derived_seed(secret, "global", 0)
+    assert gen0 == verify.derived_seed(secret, "generator", 0)
+
+
+def test_a_forbidden_function_is_looked_up_as_it_was_before_the_solution_ran(monkeypatch):
+    """Red team H3, defence in depth: the worker resolves an exercise's forbidden names in a
+    snapshot taken after the setup cell, so rebinding ``mathref.optim.warmup_cosine`` to a decoy
+    (were the policy to let it through) leaves the real function guarded."""
+    import mathref.optim
+    from mathref.checks import core
+    from mathref.grade import worker
+    real = mathref.optim.warmup_cosine
+    monkeypatch.setattr(worker, "_MODULES", {})
+    monkeypatch.setattr(worker, "_CLASSES", {})
+    worker._snapshot()
+    monkeypatch.setattr(core, "_resolve", worker._resolve)
+    monkeypatch.setattr(mathref.optim, "warmup_cosine", lambda *a, **k: 0.0)
+    monkeypatch.setattr(torch.Tensor, "backward", lambda *a, **k: None)
+    assert worker._resolve("mathref.optim.warmup_cosine") is real
+    assert worker._resolve("torch.Tensor.backward") is not torch.Tensor.backward
+    rule = core.Forbidden(["mathref.optim.warmup_cosine"], "ch06-x")
+    with pytest.raises(BaseException), rule:
+        real(5, 4, 20, 1.0, 0.0)
+    assert rule.hits
+    assert real(5, 4, 20, 1.0, 0.0) > 0          # restored after the rule
+
+
+def _slow_message(n):
+    """A stored torch.save archive whose pickle builds ``n`` empty dicts: ~2n bytes that take
+    the weights-only unpickler seconds per megabyte (red team H5)."""
+    buffer = io.BytesIO()
+    torch.save(None, buffer)
+    packed = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as src, \
+            zipfile.ZipFile(packed, "w", zipfile.ZIP_STORED) as dst:
+        for entry in src.infolist():
+            data = src.read(entry.filename)
+            if entry.filename.endswith("data.pkl"):
+                data = b"\x80\x02]" + b"}a" * n + b"."
+            dst.writestr(zipfile.ZipInfo(entry.filename), data)
+    return packed.getvalue()
+
+
+def test_a_message_is_decoded_within_the_exercise_deadline():
+    """Red team H5: decoding stops at the deadline (the verifier's whole exercise), however
+    long the message would take to unpickle; without a deadline the same message loads."""
+    import time
+    data = _slow_message(500_000)
+    assert len(torch.load(io.BytesIO(data), weights_only=True)) == 500_000
+    r, w = os.pipe()
+    writer = threading.Thread(target=lambda: os.write(w, len(data).to_bytes(8, "little") + data))
+    writer.start()
+    start = time.monotonic()
+    with pytest.raises(rpc.ChannelTimeout):
+        rpc.read_message(r, start + 0.2)
+    assert time.monotonic() - start < 1.0
+    writer.join()
+    os.close(r)
+    os.close(w)
+
+
+def test_the_verifier_has_its_own_memory_limit():
+    """Red team H5: the trusted verifier runs outside the submission's memory cgroup, under an
+    address-space limit of its own, well below this machine's memory."""
+    from mathref.grade import sandbox
+    assert sandbox.VERIFIER_LIMITS["as"] <= 4 * 2 ** 30
+    assert rpc.MAX_MESSAGE <= 64 * 2 ** 20

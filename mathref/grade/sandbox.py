@@ -43,7 +43,8 @@ LIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "fsize": resourc
 DEFAULT_LIMITS = {"cpu": 600, "as": 8 * 2 ** 30, "fsize": 64 * 2 ** 20, "nproc": 512,
                   "nofile": 256, "memory": 8 * 2 ** 30, "disk": 256 * 2 ** 20}
 # the trusted verifier's own limits: whatever a reply makes it hold, it cannot take the machine
-VERIFIER_LIMITS = {"as": 16 * 2 ** 30, "fsize": 256 * 2 ** 20}
+# (torch and the checkers need under 1 GiB of address space; red team H5: it was 16 GiB)
+VERIFIER_LIMITS = {"as": 4 * 2 ** 30, "fsize": 256 * 2 ** 20}
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _KEPT_VARIABLES = ("PATH", "LANG", "LC_ALL", "TZ", "MATHREF_DATA")
 WORK = "/sandbox"   # the work folder inside the sandbox: a size-limited tmpfs

@@ -14,9 +14,12 @@ starts a fresh pair for the exercises left.
 
 Each run draws its inputs afresh: the job carries a secret seed (drawn by the grader for the
 grading run, never seen by the worker); every checker that takes a ``generator`` gets one
-seeded from it, and the global random generators are seeded from it before each checker.
+seeded from an HMAC of it, and the global random generators, whose state the worker sees, are
+seeded from another HMAC of it before each checker (:func:`derived_seed`).
 """
 import contextlib
+import hashlib
+import hmac
 import inspect
 import io
 import json
@@ -94,6 +97,17 @@ def _takes_generator(checker):
         return False
 
 
+def derived_seed(secret, purpose, number):
+    """A seed drawn from the run's secret by HMAC-SHA256: ``"generator"`` seeds the checker's
+    ``generator=`` (its inputs); ``"global"`` seeds torch's and Python's global generators, whose
+    state goes to the worker with each call. One never tells the other, nor the secret, nor
+    another exercise's (red team H6: the worker read the secret back from
+    ``torch.get_rng_state()``)."""
+    digest = hmac.new(str(int(secret)).encode(), f"{purpose}:{int(number)}".encode(),
+                      hashlib.sha256).digest()
+    return int.from_bytes(digest[:8], "little") % 2 ** 63
+
+
 def verify(job, worker, emit):
     """Verify the job's exercises in order, ``emit(label, verdict, message)`` for each; stop
     after a timeout or a dead worker (the grader goes on with a fresh one)."""
@@ -112,7 +126,7 @@ def verify(job, worker, emit):
             emit(label, *setup_error)
             continue
         deadline = time.monotonic() + job["exercise_timeout"]
-        seed = (int(job["seed"]) + 1_000_003 * number) % 2 ** 63
+        seed = derived_seed(job["seed"], "generator", number)
         try:
             if not started:
                 worker.ask({"kind": "setup", "source": job["setup"]}, deadline)
@@ -125,8 +139,9 @@ def verify(job, worker, emit):
             kwargs.pop("generator", None)
             if _takes_generator(checker):
                 kwargs["generator"] = torch.Generator().manual_seed(seed)
-            torch.manual_seed(seed)
-            random.seed(seed)
+            shared = derived_seed(job["seed"], "global", number)   # the worker sees this one
+            torch.manual_seed(shared)
+            random.seed(shared)
             with contextlib.redirect_stdout(io.StringIO()):
                 checker(*args, **kwargs)
             emit(label, "pass", "")

@@ -13,9 +13,11 @@ each solution cell before anything runs (:mod:`mathref.grade.policy`).
 """
 import random
 import sys
+import warnings
 
 import torch
 
+from mathref.checks import core as _core
 from mathref.checks.core import Forbidden as _Forbidden
 from mathref.checks.core import without_autograd as _without_autograd
 from mathref.grade import rpc
@@ -46,6 +48,68 @@ class WorkerEndpoint(rpc.Endpoint):
         call = _without_autograd(target) if self.no_autograd else target
         rules = [_Forbidden(names, label, because) for names, label, because in self.forbid]
         return _under(rules, call, args, kwargs)
+
+
+_MODULES, _CLASSES = {}, {}     # the snapshot: module -> its names, id(class) -> its own names
+_MISSING = object()
+
+
+def _snapshot():
+    """What torch's and mathref's modules and classes hold, taken after the setup cell and
+    before any solution cell runs: a forbidden function is looked up here (red team H3: a
+    solution that rebinds ``mathref.optim.warmup_cosine`` to a decoy would otherwise have the
+    rule guard the decoy while it calls the real one). Modules imported later resolve as
+    before."""
+    _MODULES.clear()
+    _CLASSES.clear()
+    with warnings.catch_warnings():     # isinstance() on deprecated module attributes warns
+        warnings.simplefilter("ignore")
+        _take_snapshot()
+
+
+def _take_snapshot():
+    for name, module in list(sys.modules.items()):
+        if module is None or name.split(".")[0] not in ("torch", "mathref"):
+            continue
+        try:
+            names = dict(vars(module))
+        except TypeError:
+            continue
+        _MODULES[name] = (module, names)
+        for value in names.values():
+            if isinstance(value, type) and id(value) not in _CLASSES:
+                _CLASSES[id(value)] = (value, dict(vars(value)))
+
+
+def _attribute(obj, attr):
+    if isinstance(obj, type) and all(id(k) in _CLASSES for k in obj.__mro__[:-1]):
+        for klass in obj.__mro__[:-1]:
+            value = _CLASSES[id(klass)][1].get(attr, _MISSING)
+            if value is not _MISSING:
+                get = getattr(type(value), "__get__", None)
+                return get(value, None, obj) if get is not None else value
+    return getattr(obj, attr)
+
+
+def _resolve(name, live=_core._resolve):
+    """:func:`mathref.checks.core._resolve` against the snapshot (see :func:`_snapshot`)."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        found = _MODULES.get(".".join(parts[:cut]))
+        if found is None:
+            continue
+        obj, rest = found[0], parts[cut:]
+        if rest:
+            obj = found[1].get(rest[0], _MISSING)
+            if obj is _MISSING:        # a submodule imported since, say
+                return live(name)
+        try:
+            for attr in rest[1:]:
+                obj = _attribute(obj, attr)
+        except AttributeError:
+            return None
+        return obj
+    return live(name)
 
 
 def _under(rules, call, args, kwargs):
@@ -100,6 +164,8 @@ def main(argv=None):
             if op == "setup":
                 base = {"__name__": "__main__"}
                 exec(compile(str(message["source"]), "<setup cell>", "exec"), base)
+                _snapshot()
+                _core._resolve = _resolve
                 reply["value"] = endpoint.encode(None)
             elif op == "prepare":
                 endpoint.objects.clear()
