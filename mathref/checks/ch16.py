@@ -691,26 +691,68 @@ def check_ch16_clip(clip_global_norm, generator=None):
     return "g ← g·min(1, c/(‖g‖ + ε)), one factor for all tensors"
 
 
-class _Stepper:
-    """The step function handed to ``generate``: mathref.GPT with its KVCache. Each call takes
-    the new ids [B, t] and returns the logits of those positions [B, t, V]."""
+def _decoder(model, uniforms):
+    """The ``step`` and ``draw`` handed to ``generate``, as plain functions of torch alone (the
+    grader sends a checker's function to the worker as its code and the values it closes over).
 
-    def __init__(self, model, prompt):
-        from mathref.gpt import KVCache
-        self.model, self.cache, self.fed = model, KVCache(model.config.n_layer), 0
-        self.calls = 0
+    ``step(ids)`` runs mathref's GPT on the new ids [B, t] with its KVCache and returns their
+    logits [B, t, V]; after the first call it takes one position at a time. ``draw(probs)``
+    returns the next ids by the inverse of the cumulative distribution at the uniforms drawn
+    by the checker, ``uniforms[i]`` for the i-th call, so the checker can replay the draws. In
+    this process both record what they were given in ``record``."""
+    from mathref.gpt import KVCache
+    record = {"cache": KVCache(model.config.n_layer), "fed": 0, "calls": 0, "probs": [],
+              "ids": []}
+    context = model.config.block_size
 
-    def __call__(self, ids):
-        expect(isinstance(ids, torch.Tensor) and ids.dim() == 2,
-               "call step with a [B, t] tensor of token ids")
-        self.calls += 1
-        self.fed += ids.shape[1]
-        expect(self.fed <= self.model.config.block_size,
-               f"you fed {self.fed} positions, more than this model's context: feed the prompt "
-               f"once, then only the newest token (the cache holds the rest)")
+    def step(ids):
+        if not (isinstance(ids, torch.Tensor) and ids.dim() == 2):
+            raise ValueError("call step with a [B, t] tensor of token ids")
+        if record["calls"] and ids.shape[1] != 1:
+            raise ValueError(f"step was given {ids.shape[1]} positions after the prompt: feed "
+                             f"the prompt once, then only the newest token [B, 1] per call "
+                             f"(the cache holds the rest)")
+        record["calls"] += 1
+        record["fed"] += ids.shape[1]
+        if record["fed"] > context:
+            raise ValueError(f"you fed {record['fed']} positions, more than this model's "
+                             f"context {context}")
         with torch.no_grad():
-            logits, _ = self.model(ids.long(), cache=self.cache)
+            logits, _ = model(ids.long(), cache=record["cache"])
         return logits
+
+    def draw(probs):
+        if not (isinstance(probs, torch.Tensor) and probs.dim() == 2):
+            raise ValueError("call draw with the probabilities [B, V] of the next token")
+        if probs.dtype != torch.float64:
+            raise ValueError(f"the probabilities passed to draw are {probs.dtype}, but the "
+                             f"logits are float64: keep the logits' dtype (float32 rounding, "
+                             f"about 1e-7, is more than the check allows)")
+        probs = probs.detach()
+        if bool(probs.isnan().any()) or not bool((probs.sum(-1) > 0).all()):
+            raise ValueError("some row passed to draw is empty or NaN: the nucleus kept no "
+                             "token. Keep the token that crosses top_p: drop a token only when "
+                             "the mass ranked before it is ≥ top_p (then the most likely token "
+                             "always stays)")
+        if not (bool((probs >= 0).all()) and bool(((probs.sum(-1) - 1).abs() < 1e-9).all())):
+            raise ValueError("the probabilities passed to draw must be ≥ 0 and sum to 1 in each "
+                             "row (renormalize after cutting the nucleus)")
+        i = len(record["ids"])
+        if i >= len(uniforms):
+            raise ValueError(f"draw was called more than once per new token ({len(uniforms)})")
+        ids = _inverse_cdf(probs, uniforms[i])
+        record["probs"].append(probs)
+        record["ids"].append(ids)
+        return ids
+
+    return step, draw, record
+
+
+def _inverse_cdf(probs, u):
+    """The ids [B] at which the cumulative sums of ``probs`` [B, V] first reach ``u`` [B]."""
+    cdf = probs.cumsum(-1)
+    return torch.searchsorted(cdf, u[:, None].to(cdf.dtype)).squeeze(-1).clamp(
+        max=probs.shape[-1] - 1)
 
 
 def _reference_probs(last, temperature, top_k, top_p):
@@ -740,35 +782,6 @@ def _probs_why(got, last, temperature, top_k, top_p):
     return _diagnosis(got, variants)
 
 
-class _Draw:
-    """The draw function handed to ``generate``: records the probabilities it is given and
-    samples from them with its own generator."""
-
-    def __init__(self, seed):
-        self.generator = torch.Generator().manual_seed(seed)
-        self.probs, self.ids = [], []
-
-    def __call__(self, probs):
-        expect(isinstance(probs, torch.Tensor) and probs.dim() == 2,
-               "call draw with the probabilities [B, V] of the next token")
-        expect(probs.dtype == torch.float64,
-               f"the probabilities passed to draw are {probs.dtype}, but the logits are "
-               f"float64: keep the logits' dtype (float32 rounding, about 1e-7, is more than "
-               f"the check allows)")
-        probs = probs.detach()
-        expect(not bool(probs.isnan().any()) and bool((probs.sum(-1) > 0).all()),
-               "some row passed to draw is empty or NaN: the nucleus kept no token. Keep the "
-               "token that crosses top_p: drop a token only when the mass ranked before it is "
-               "≥ top_p (then the most likely token always stays)")
-        expect(bool((probs >= 0).all()) and bool(((probs.sum(-1) - 1).abs() < 1e-9).all()),
-               "the probabilities passed to draw must be ≥ 0 and sum to 1 in each row "
-               "(renormalize after cutting the nucleus)")
-        ids = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
-        self.probs.append(probs)
-        self.ids.append(ids)
-        return ids
-
-
 @exercise("ch16-generate", forbid=GENERATE_CALLS,
           because="pick the next token or build its distribution yourself")
 def check_ch16_generate(generate, generator=None):
@@ -777,6 +790,7 @@ def check_ch16_generate(generate, generator=None):
     the prompt fed once and then one token per call."""
     expect_callable(generate, "generate(step, prompt, max_new_tokens, temperature=0.0, "
                               "top_k=None, top_p=None, draw=None)")
+    remote = _remote(generate)
     g = _gen(generator, 1610)
     for B, T, n, temperature, top_k, top_p in ((2, 3, 8, 0.0, None, None),
                                                (1, 5, 6, 0.0, None, None),
@@ -787,8 +801,8 @@ def check_ch16_generate(generate, generator=None):
         with torch.no_grad():
             model.lm_head.weight.mul_(3.0)        # peaked distributions: top-k and top-p bite
         prompt = torch.randint(13, (B, T), generator=g)
-        step = _Stepper(model, prompt)
-        draw = _Draw(int(torch.randint(2 ** 30, (1,), generator=g)))
+        uniforms = torch.rand(n, B, generator=g, dtype=torch.float64)
+        step, draw, record = _decoder(model, uniforms)
         got = generate(step, prompt.clone(), n, temperature, top_k, top_p, draw)
         case = (f"B={B}, prompt length {T}, {n} new tokens, temperature {temperature:g}, "
                 f"top_k={top_k}, top_p={top_p}")
@@ -797,13 +811,11 @@ def check_ch16_generate(generate, generator=None):
                f"{list(getattr(got, 'shape', [])) or type(got).__name__}")
         got = got.long()
         expect(torch.equal(got[:, :T], prompt), f"{case}: the output starts with the prompt")
-        expect(step.fed <= T + n, f"{case}: you fed {step.fed} positions to step; with the cache "
-                                  f"the prompt goes in once and each new token once "
-                                  f"(at most {T + n})")
         with torch.no_grad():
             logits, _ = model(got[:, :-1])        # the reference along your sequence
         if temperature == 0:
-            expect(not draw.ids, f"{case}: with temperature 0 pick the argmax; do not call draw")
+            expect(not record["ids"], f"{case}: with temperature 0 pick the argmax; do not call "
+                                      f"draw")
             want = logits[:, T - 1:].argmax(-1)
             bad = (got[:, T:] != want).nonzero()
             if len(bad):
@@ -812,16 +824,31 @@ def check_ch16_generate(generate, generator=None):
                                    f", but the argmax of the logits after the tokens before it is "
                                    f"{int(want[row, i])}")
             continue
-        expect(len(draw.ids) == n, f"{case}: call draw exactly once per new token ({n} times), "
-                                   f"got {len(draw.ids)} calls")
+        # In this process the distributions given to draw are compared; under the grader (its
+        # record stays in the worker) each token is replayed from the reference distribution
+        # with the same uniform.
+        expect(remote or len(record["ids"]) == n,
+               f"{case}: call draw exactly once per new token ({n} times), got "
+               f"{len(record['ids'])} calls")
         for i in range(n):
             last = logits[:, T - 1 + i]
             want = _reference_probs(last, temperature, top_k, top_p)
-            if not torch.allclose(draw.probs[i], want, rtol=1e-8, atol=1e-12):
-                raise CheckFailure(f"{case}: the probabilities of new token {i} differ from the "
-                                   f"statement's by up to "
-                                   f"{(draw.probs[i] - want).abs().max().item():.3g}"
-                                   + _probs_why(draw.probs[i], last, temperature, top_k, top_p))
-            expect(torch.equal(got[:, T + i], draw.ids[i]),
-                   f"{case}: new token {i} must be the id that draw returned")
+            if not remote:
+                probs = record["probs"][i]
+                if not torch.allclose(probs, want, rtol=1e-8, atol=1e-12):
+                    raise CheckFailure(f"{case}: the probabilities of new token {i} differ from "
+                                       f"the statement's by up to "
+                                       f"{(probs - want).abs().max().item():.3g}"
+                                       + _probs_why(probs, last, temperature, top_k, top_p))
+                expect(torch.equal(got[:, T + i], record["ids"][i]),
+                       f"{case}: new token {i} must be the id that draw returned")
+            expected = _inverse_cdf(want, uniforms[i])
+            bad = (got[:, T + i] != expected).nonzero()
+            if len(bad):
+                row = int(bad[0])
+                raise CheckFailure(f"{case}: new token {i} of row {row} is "
+                                   f"{int(got[row, T + i])}, but the statement's distribution "
+                                   f"gives {int(expected[row])} for the same draw (divide by the "
+                                   f"temperature, keep the top_k logits, cut the nucleus, "
+                                   f"renormalize, and pass the result to draw)")
     return "prompt fed once, then one token per step through the KV cache"

@@ -486,20 +486,20 @@ SHORTCUTS = {
         "    return norm(x) * weight\n",
     ],
     "ch16-rope": [
-        "from mathref.checks import ch16\n\n"
-        "def apply_rope(x, positions, base=10000.0):\n"
-        "    return ch16.PARTS['rope'](x, positions, base)\n",
         "from mathref.positions import apply_rope as rotate\n\n"
         "def apply_rope(x, positions, base=10000.0):\n"
         "    return rotate(x, positions=positions, base=base)\n",
+        "from mathref.checks import ch16\n\n"
+        "def apply_rope(x, positions, base=10000.0):\n"
+        "    return ch16.PARTS['rope'](x, positions, base)\n",
     ],
     "ch16-swiglu": [
-        "from mathref.checks.ch16 import _mlp\n\n"
-        "def swiglu_mlp(x, w_gate, w_up, w_down):\n"
-        "    return _mlp(x, w_gate, w_up, w_down)\n",
         "from mathref.nn import swiglu\n\n"
         "def swiglu_mlp(x, w_gate, w_up, w_down):\n"
         "    return swiglu(torch.cat([x @ w_up.T, x @ w_gate.T], dim=-1)) @ w_down.T\n",
+        "from mathref.checks.ch16 import _mlp\n\n"
+        "def swiglu_mlp(x, w_gate, w_up, w_down):\n"
+        "    return _mlp(x, w_gate, w_up, w_down)\n",
     ],
     "ch16-attention": [
         "def causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):\n"
@@ -536,6 +536,15 @@ SHORTCUTS = {
         "    return model(idx)[0], [None] * n_layer\n",
     ],
     "ch16-adamw": [
+        "def adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay):\n"
+        "    q = torch.nn.Parameter(p.clone())\n"
+        "    opt = torch.optim.AdamW([q], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)\n"
+        "    if t > 1:\n"
+        "        opt.state[q] = {'step': torch.tensor(float(t - 1)), 'exp_avg': m.clone(),\n"
+        "                        'exp_avg_sq': v.clone()}\n"
+        "    q.grad = g.clone()\n"
+        "    opt.step()\n"
+        "    return q.detach(), opt.state[q]['exp_avg'], opt.state[q]['exp_avg_sq']\n",
         "from torch.optim.adam import _single_tensor_adam\n\n"
         "def adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay):\n"
         "    p, m, v, step = p.clone(), m.clone(), v.clone(), torch.tensor(float(t - 1))\n"
@@ -551,17 +560,11 @@ SHORTCUTS = {
         "                        beta2=betas[1], weight_decay=weight_decay, eps=eps,\n"
         "                        amsgrad=False, maximize=False, grad_scale=None, found_inf=None)\n"
         "    return p, m, v\n",
-        "def adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay):\n"
-        "    q = torch.nn.Parameter(p.clone())\n"
-        "    opt = torch.optim.AdamW([q], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)\n"
-        "    if t > 1:\n"
-        "        opt.state[q] = {'step': torch.tensor(float(t - 1)), 'exp_avg': m.clone(),\n"
-        "                        'exp_avg_sq': v.clone()}\n"
-        "    q.grad = g.clone()\n"
-        "    opt.step()\n"
-        "    return q.detach(), opt.state[q]['exp_avg'], opt.state[q]['exp_avg_sq']\n",
     ],
     "ch16-schedule": [
+        "from mathref.optim import warmup_cosine\n\n"
+        "def warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min):\n"
+        "    return warmup_cosine(step, warmup_steps, total_steps, lr_max, lr_min)\n",
         "from torch.optim.lr_scheduler import CosineAnnealingLR\n\n"
         "def warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min):\n"
         "    if step < warmup_steps:\n"
@@ -572,9 +575,6 @@ SHORTCUTS = {
         "    s.base_lrs, s.T_max, s.eta_min = [lr_max], total_steps - warmup_steps, lr_min\n"
         "    s.last_epoch = step - warmup_steps\n"
         "    return s._get_closed_form_lr()[0]\n",
-        "from mathref.optim import warmup_cosine\n\n"
-        "def warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min):\n"
-        "    return warmup_cosine(step, warmup_steps, total_steps, lr_max, lr_min)\n",
     ],
     "ch16-clip": [
         "def clip_global_norm(grads, max_norm):\n"
@@ -585,6 +585,16 @@ SHORTCUTS = {
         "    return [p.grad for p in params], total\n",
     ],
     "ch16-generate": [
+        "from mathref.gpt import sample_next\n\n"
+        "def generate(step, prompt, max_new_tokens, temperature=0.0, top_k=None, top_p=None,\n"
+        "             draw=None):\n"
+        "    idx, logits = prompt, step(prompt)\n"
+        "    for i in range(max_new_tokens):\n"
+        "        nxt = sample_next(logits[:, -1], temperature, top_k, top_p)\n"
+        "        idx = torch.cat([idx, nxt[:, None]], 1)\n"
+        "        if i < max_new_tokens - 1:\n"
+        "            logits = step(nxt[:, None])\n"
+        "    return idx\n",
         "from mathref.checks.ch16 import _reference_probs\n\n"
         "def generate(step, prompt, max_new_tokens, temperature=0.0, top_k=None, top_p=None,\n"
         "             draw=None):\n"
@@ -593,16 +603,6 @@ SHORTCUTS = {
         "        last = logits[:, -1]\n"
         "        nxt = last.argmax(-1) if temperature == 0 else draw(\n"
         "            _reference_probs(last, temperature, top_k, top_p))\n"
-        "        idx = torch.cat([idx, nxt[:, None]], 1)\n"
-        "        if i < max_new_tokens - 1:\n"
-        "            logits = step(nxt[:, None])\n"
-        "    return idx\n",
-        "from mathref.gpt import sample_next\n\n"
-        "def generate(step, prompt, max_new_tokens, temperature=0.0, top_k=None, top_p=None,\n"
-        "             draw=None):\n"
-        "    idx, logits = prompt, step(prompt)\n"
-        "    for i in range(max_new_tokens):\n"
-        "        nxt = sample_next(logits[:, -1], temperature, top_k, top_p)\n"
         "        idx = torch.cat([idx, nxt[:, None]], 1)\n"
         "        if i < max_new_tokens - 1:\n"
         "            logits = step(nxt[:, None])\n"
