@@ -17,7 +17,8 @@ from mathref.checks.core import CheckFailure, exercise, expect, expect_callable,
 
 __all__ = ["check_ch16_rms_norm", "check_ch16_rope", "check_ch16_swiglu",
            "check_ch16_attention", "check_ch16_block", "check_ch16_gpt_forward",
-           "check_ch16_adamw", "check_ch16_schedule", "check_ch16_clip", "check_ch16_generate"]
+           "check_ch16_adamw", "check_ch16_schedule", "check_ch16_clip",
+           "check_ch16_train_step", "check_ch16_generate"]
 
 # What a model part may not call: whole attention (chapter 13's list), the norms, RoPE, the
 # FFN and the model of mathref and PyTorch.
@@ -852,3 +853,108 @@ def check_ch16_generate(generate, generator=None):
                                    f"temperature, keep the top_k logits, cut the nucleus, "
                                    f"renormalize, and pass the result to draw)")
     return "prompt fed once, then one token per step through the KV cache"
+
+
+# ---- one training step ----------------------------------------------------------------------
+def _plain_adamw(p, g, m, v, t, lr, betas, eps, weight_decay):
+    p = p * (1 - lr * weight_decay)
+    m = betas[0] * m + (1 - betas[0]) * g
+    v = betas[1] * v + (1 - betas[1]) * g * g
+    return p - lr * (m / (1 - betas[0] ** t)) / ((v / (1 - betas[1] ** t)).sqrt() + eps), m, v
+
+
+def _plain_clip(grads, max_norm):
+    total = torch.sqrt(sum((g * g).sum() for g in grads))
+    scale = min(1.0, max_norm / (float(total) + 1e-6))
+    return [g * scale for g in grads], total
+
+
+def _plain_schedule(step, warmup_steps, total_steps, lr_max, lr_min):
+    if step < warmup_steps:
+        return lr_max * (step + 1) / warmup_steps
+    if step > total_steps:
+        return lr_min
+    return lr_min + 0.5 * (lr_max - lr_min) * (
+        1 + math.cos(math.pi * (step - warmup_steps) / (total_steps - warmup_steps)))
+
+
+TRAIN_PARTS = {"adamw": _plain_adamw, "clip": _plain_clip, "schedule": _plain_schedule}
+TRAIN_CALLS = OPTIMIZER_CALLS + SCHEDULE_CALLS + CLIP_CALLS + (
+    "mathref.train.train", "mathref.train.lr_at", "mathref.train.configure_optimizer")
+
+
+def _tiny_logits(params, x):
+    """A small language model for the check: embedding, a tanh layer with a gain, a head."""
+    emb, w, gain, head = params
+    return (torch.tanh(emb[x] @ w.T) * gain) @ head.T
+
+
+@exercise("ch16-train-step", forbid=TRAIN_CALLS,
+          because="write the step from your parts: the loss, its gradients, the clipping, the "
+                  "rate and the AdamW update")
+def check_ch16_train_step(train_step, generator=None):
+    """train_step(logits_fn, params, x, y, m, v, step, cfg, parts) → (params, m, v, loss) for
+    six consecutive steps (warm-up, cosine, clipping that bites or not) against mathref's
+    AdamW, clip_grad_norm_ and warmup_cosine on the same weights and batch, in float64."""
+    expect_callable(train_step, "train_step(logits_fn, params, x, y, m, v, step, cfg, parts)")
+    from mathref.optim import AdamW, clip_grad_norm_, warmup_cosine
+    from mathref.train import TrainConfig
+    g = _gen(generator, 1611)
+    V, d, B, T = 7, 6, 3, 5
+    for max_norm, weight_decay in ((0.05, 0.1), (100.0, 0.3)):
+        cfg = TrainConfig(max_steps=6, warmup_steps=2, lr=0.05, min_lr=0.005,
+                          weight_decay=weight_decay, grad_clip=max_norm, batch_size=B,
+                          block_size=T, progress=False)
+        ref = [torch.nn.Parameter(t) for t in (_randn(g, V, d), _randn(g, d, d, scale=0.5),
+                                               1 + 0.3 * _randn(g, d), _randn(g, V, d))]
+        opt = AdamW([{"params": [p for p in ref if p.dim() >= 2], "weight_decay": weight_decay},
+                     {"params": [p for p in ref if p.dim() < 2], "weight_decay": 0.0}],
+                    lr=cfg.lr, betas=cfg.betas, eps=1e-8)
+        m = [torch.zeros_like(p) for p in ref]
+        v = [torch.zeros_like(p) for p in ref]
+        for step in range(cfg.max_steps):
+            x = torch.randint(V, (B, T), generator=g)
+            y = torch.randint(V, (B, T), generator=g)
+            mine = [p.detach().clone().requires_grad_(True) for p in ref]
+            result = train_step(_tiny_logits, mine, x, y, [t.clone() for t in m],
+                                [t.clone() for t in v], step, cfg, dict(TRAIN_PARTS))
+            expect(isinstance(result, (tuple, list)) and len(result) == 4,
+                   "train_step must return (params, m, v, loss)")
+            got_p, got_m, got_v, got_loss = result
+            # mathref's step on the same weights and batch
+            lr = warmup_cosine(step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            loss = F.cross_entropy(_tiny_logits(ref, x).flatten(0, 1), y.flatten())
+            for p, gr in zip(ref, torch.autograd.grad(loss, ref)):
+                p.grad = gr
+            norm = float(clip_grad_norm_(ref, max_norm))
+            opt.step()
+            case = (f"step {step} (rate {lr:.4g}, gradient norm {norm:.3g}, max_norm "
+                    f"{max_norm:g}, weight_decay {weight_decay:g})")
+            try:
+                got_loss = float(got_loss.detach() if isinstance(got_loss, torch.Tensor)
+                                 else got_loss)
+            except (TypeError, ValueError, RuntimeError):
+                raise CheckFailure(f"{case}: the loss must be a number or a one-element "
+                                   f"tensor") from None
+            loss = loss.detach()
+            expect(math.isclose(got_loss, float(loss), rel_tol=1e-9),
+                   f"{case}: the loss is {got_loss:.10g}, mathref's cross-entropy of the logits "
+                   f"is {float(loss):.10g} (the mean over all B·T positions)")
+            names = ("the embedding", "the tanh layer's matrix", "the gain (1-D: not decayed)",
+                     "the head")
+            for what, got in (("parameters", got_p), ("m", got_m), ("v", got_v)):
+                expect(isinstance(got, (tuple, list)) and len(got) == 4,
+                       f"{case}: return a list of 4 tensors for {what}")
+            for i, name in enumerate(names):
+                state = opt.state[ref[i]]
+                _close(got_m[i], state["exp_avg"], f"{case}: m of {name}")
+                _close(got_v[i], state["exp_avg_sq"], f"{case}: v of {name}")
+                _close(got_p[i], ref[i], f"{case}: {name}", tol=1e-12, diagnose=lambda out: (
+                    " (the rate of step s is warmup_cosine_lr(s, …) and AdamW's t is s + 1; "
+                    "clip the gradients by their global norm before the update; decay only "
+                    "the matrices)"))
+            m = [opt.state[p]["exp_avg"].clone() for p in ref]
+            v = [opt.state[p]["exp_avg_sq"].clone() for p in ref]
+    return "loss, gradients, global-norm clip, scheduled AdamW: six steps equal to mathref's"

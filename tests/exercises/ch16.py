@@ -627,3 +627,55 @@ RIGHT_ANSWERS = {
         "    return [g * (max_norm / (total + 1e-6)) for g in grads], total\n",
     ],
 }
+
+
+# ---- one training step ----------------------------------------------------------------------
+def _train_step(logits_fn, params, x, y, m, v, step, cfg, parts, decay_all=False, t_offset=1,
+                clip=True, lr_step=0):
+    lr = parts["schedule"](step + lr_step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
+    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())
+    grads = list(torch.autograd.grad(loss, params))
+    if clip:
+        grads, _ = parts["clip"](grads, cfg.grad_clip)
+    out = [parts["adamw"](p.detach(), g, a, b, step + t_offset, lr, cfg.betas, 1e-8,
+                          cfg.weight_decay if decay_all or p.dim() >= 2 else 0.0)
+           for p, g, a, b in zip(params, grads, m, v)]
+    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()
+
+
+def train_step_decays_gains(logits_fn, params, x, y, m, v, step, cfg, parts):
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts, decay_all=True)
+
+
+def train_step_t_from_zero(logits_fn, params, x, y, m, v, step, cfg, parts):
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts, t_offset=0)
+
+
+def train_step_no_clipping(logits_fn, params, x, y, m, v, step, cfg, parts):
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts, clip=False)
+
+
+def train_step_next_rate(logits_fn, params, x, y, m, v, step, cfg, parts):
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts, lr_step=1)
+
+
+WRONG_ANSWERS["ch16-train-step"] = [train_step_decays_gains, train_step_t_from_zero,
+                                    train_step_no_clipping, train_step_next_rate]
+SHORTCUTS["ch16-train-step"] = [
+    "def train_step(logits_fn, params, x, y, m, v, step, cfg, parts):\n"
+    "    q = [torch.nn.Parameter(p.detach().clone()) for p in params]\n"
+    "    opt = torch.optim.AdamW([{'params': [p for p in q if p.dim() >= 2],\n"
+    "                              'weight_decay': cfg.weight_decay},\n"
+    "                             {'params': [p for p in q if p.dim() < 2], 'weight_decay': 0.0}],\n"
+    "                            lr=parts['schedule'](step, cfg.warmup_steps, cfg.max_steps,\n"
+    "                                                 cfg.lr, cfg.min_lr), betas=cfg.betas)\n"
+    "    for p, a, b in zip(q, m, v):\n"
+    "        opt.state[p] = {'step': torch.tensor(float(step)), 'exp_avg': a.clone(),\n"
+    "                        'exp_avg_sq': b.clone()}\n"
+    "    loss = F.cross_entropy(logits_fn(q, x).flatten(0, 1), y.flatten())\n"
+    "    loss.backward()\n"
+    "    torch.nn.utils.clip_grad_norm_(q, cfg.grad_clip)\n"
+    "    opt.step()\n"
+    "    return ([p.detach() for p in q], [opt.state[p]['exp_avg'] for p in q],\n"
+    "            [opt.state[p]['exp_avg_sq'] for p in q], loss.detach())\n",
+]
