@@ -13,11 +13,13 @@ import torch
 import torch.nn.functional as F
 
 from mathref.checks.ch13 import ATTENTION_CALLS
+from mathref.checks import core as _core
 from mathref.checks.core import CheckFailure, exercise, expect, expect_callable
 
 __all__ = ["check_ch16_rms_norm", "check_ch16_rope", "check_ch16_swiglu",
            "check_ch16_attention", "check_ch16_block", "check_ch16_gpt_forward",
-           "check_ch16_adamw", "check_ch16_schedule", "check_ch16_clip", "check_ch16_generate"]
+           "check_ch16_adamw", "check_ch16_schedule", "check_ch16_clip",
+           "check_ch16_train_step", "check_ch16_generate"]
 
 # What a model part may not call: whole attention (chapter 13's list), the norms, RoPE, the
 # FFN and the model of mathref and PyTorch.
@@ -35,15 +37,22 @@ MODEL_CALLS = ATTENTION_CALLS + NORM_CALLS + (
     "torch.nn.TransformerDecoderLayer.forward", "torch.nn.TransformerEncoderLayer.forward")
 OPTIMIZER_CALLS = ("torch.optim.AdamW.step", "torch.optim.Adam.step", "torch.optim.adamw.adamw",
                    "torch.optim.adam.adam", "torch.optim.Optimizer.step",
+                   "torch.optim.adam._single_tensor_adam", "torch.optim.adam._multi_tensor_adam",
+                   "torch.optim.adam._fused_adam", "torch._fused_adamw_", "torch._fused_adam_",
+                   "torch.ops.aten._fused_adamw_", "torch.ops.aten._fused_adam_",
                    "mathref.optim.Adam.step", "mathref.optim.Adam._step_plain",
                    "mathref.optim.Adam._step_foreach")
 SCHEDULE_CALLS = ("mathref.optim.warmup_cosine", "mathref.train.lr_at",
                   "torch.optim.lr_scheduler.LRScheduler.step",
                   "torch.optim.lr_scheduler.CosineAnnealingLR.get_lr",
+                  "torch.optim.lr_scheduler.CosineAnnealingLR._get_closed_form_lr",
                   "torch.optim.lr_scheduler.LambdaLR.get_lr")
 CLIP_CALLS = ("mathref.optim.clip_grad_norm_", "torch.nn.utils.clip_grad_norm_",
               "torch.nn.utils.clip_grads_with_norm_", "torch.nn.utils.get_total_norm")
-GENERATE_CALLS = ("mathref.gpt.generate", "mathref.gpt.sample_next", "mathref.gpt.beam_search")
+GENERATE_CALLS = ("mathref.gpt.generate", "mathref.gpt.sample_next", "mathref.gpt.beam_search",
+                  "mathref.checks.ch16._reference_probs")
+# This module's own plain-PyTorch parts are oracles too: the exercise that asks for one refuses it
+_OWN = "mathref.checks.ch16."
 
 _MODEL_BECAUSE = ("build it from PyTorch tensor operations yourself (no ready-made norm, RoPE, "
                   "attention, feed-forward or model)")
@@ -106,6 +115,7 @@ def _block(x, p, n_head, parts, cache=None):
 
 
 PARTS = {"norm": _rms, "rope": _rope, "mlp": _mlp, "attention": _attention, "block": _block}
+BLOCK_PARTS = {k: f for k, f in PARTS.items() if k != "block"}   # the block exercise's parts
 
 
 # ---- mathref references ---------------------------------------------------------------------
@@ -156,14 +166,40 @@ def _diagnosis(got, mistakes):
     return ""
 
 
-def _compare_grads(got_out, leaves, want_out, want_leaves, names, g):
-    """Gradients of ⟨probe, output⟩ w.r.t. every leaf, the learner's against mathref's. Skipped
-    when the output carries no graph (an answer running in the grader's other process)."""
-    if getattr(got_out, "grad_fn", None) is None:
-        expect(got_out.requires_grad, "your output does not depend on the inputs through "
-               "autograd (a .detach(), .item(), torch.no_grad() or a new tensor built from "
-               "numbers breaks the graph): the model could not be trained")
+def _remote(answer):
+    """Whether ``answer`` is the grader's handle to a function running in another process (as
+    handed in, or wrapped by mathref.checks.core, whose wrapper holds it in its closure or as
+    ``__wrapped__``): its outputs come back as data, without a graph."""
+    def is_handle(value):
+        return bool(getattr(type(value), "_mathref_remote", False))
+
+    if is_handle(answer) or is_handle(getattr(answer, "__wrapped__", None)):
+        return True
+    code = getattr(answer, "__code__", None)
+    if code is not None and code.co_filename == _core.__file__:
+        for cell in answer.__closure__ or ():
+            try:
+                if is_handle(cell.cell_contents):
+                    return True
+            except ValueError:          # an empty cell
+                continue
+    return False
+
+
+def _compare_grads(got_out, leaves, want_out, want_leaves, names, g, remote=False):
+    """Gradients of ⟨probe, output⟩ w.r.t. every leaf, the learner's against mathref's. When the
+    answer runs in the grader's other process (``remote``) its output comes back as data, without
+    a graph: then only ``requires_grad`` can be asked for. In this process the output must carry
+    the graph (a ``grad_fn``) and its gradients must be mathref's."""
+    expect(getattr(got_out, "requires_grad", False), "your output does not depend on the inputs "
+           "through autograd (a .detach(), .item(), torch.no_grad() or a new tensor built from "
+           "numbers breaks the graph): the model could not be trained")
+    if remote and got_out.grad_fn is None:
         return
+    expect(got_out.grad_fn is not None,
+           "your output is a new leaf tensor, not computed from the inputs by autograd (a "
+           ".detach().requires_grad_(), or a tensor rebuilt from NumPy or numbers): no gradient "
+           "reaches the inputs and weights, so the model could not be trained")
     probe = _randn(g, *want_out.shape)
     got = torch.autograd.grad((got_out * probe).sum(), leaves, allow_unused=True)
     want = torch.autograd.grad((want_out * probe).sum(), want_leaves, allow_unused=True)
@@ -175,10 +211,11 @@ def _compare_grads(got_out, leaves, want_out, want_leaves, names, g):
 
 
 # ---- exercises -------------------------------------------------------------------------------
-@exercise("ch16-rms-norm", forbid=MODEL_CALLS, because=_MODEL_BECAUSE)
+@exercise("ch16-rms-norm", forbid=MODEL_CALLS + (_OWN + "_rms",), because=_MODEL_BECAUSE)
 def check_ch16_rms_norm(rms_norm, generator=None):
     """rms_norm(x, weight, eps) against mathref.norm.RMSNorm."""
     expect_callable(rms_norm, "rms_norm(x, weight, eps)")
+    remote = _remote(rms_norm)
     from mathref.norm import RMSNorm
     g = _gen(generator, 1601)
     for shape, scale, eps in (((2, 3, 8), 1.0, 1e-5), ((4, 6), 0.2, 0.05), ((1, 5, 16), 3.0, 1.0)):
@@ -203,14 +240,15 @@ def check_ch16_rms_norm(rms_norm, generator=None):
                     (x / torch.sqrt(ms + eps), "multiply by the gain `weight`"))
         _close(got, want, f"x of shape {shape}, eps={eps}",
                diagnose=lambda out: _diagnosis(out, mistakes))
-        _compare_grads(got, leaves, want, [x_ref, ref.weight], ["x", "weight"], g)
+        _compare_grads(got, leaves, want, [x_ref, ref.weight], ["x", "weight"], g, remote)
     return "x / √(mean(x²) + ε) ⊙ γ, outputs and gradients as mathref's RMSNorm"
 
 
-@exercise("ch16-rope", forbid=MODEL_CALLS, because=_MODEL_BECAUSE)
+@exercise("ch16-rope", forbid=MODEL_CALLS + (_OWN + "_rope",), because=_MODEL_BECAUSE)
 def check_ch16_rope(apply_rope, generator=None):
     """apply_rope(x, positions, base) against mathref.positions.apply_rope (half layout)."""
     expect_callable(apply_rope, "apply_rope(x, positions, base)")
+    remote = _remote(apply_rope)
     from mathref.positions import apply_rope as ref_rope
     g = _gen(generator, 1602)
     for shape, start, base in (((2, 3, 5, 8), 0, 10000.0), ((1, 2, 4, 16), 7, 10000.0),
@@ -235,14 +273,15 @@ def check_ch16_rope(apply_rope, generator=None):
                     (ref_rope(x, base=base), "rotate position m = positions[t], not t"))
         _close(got, want, f"x of shape {shape}, positions {start}…{start + T - 1}, base {base:g}",
                diagnose=lambda out: _diagnosis(out, mistakes))
-        _compare_grads(got, leaves, want, [x_ref], ["x"], g)
+        _compare_grads(got, leaves, want, [x_ref], ["x"], g, remote)
     return "pairs (x_i, x_(i+d/2)) rotated by m·θ_i, θ_i = base^(−2i/d)"
 
 
-@exercise("ch16-swiglu", forbid=MODEL_CALLS, because=_MODEL_BECAUSE)
+@exercise("ch16-swiglu", forbid=MODEL_CALLS + (_OWN + "_mlp",), because=_MODEL_BECAUSE)
 def check_ch16_swiglu(swiglu_mlp, generator=None):
     """swiglu_mlp(x, w_gate, w_up, w_down) against mathref.transformer.FeedForward('swiglu')."""
     expect_callable(swiglu_mlp, "swiglu_mlp(x, w_gate, w_up, w_down)")
+    remote = _remote(swiglu_mlp)
     from mathref.transformer import FeedForward
     g = _gen(generator, 1603)
     for B, T, d, d_ff in ((2, 3, 8, 24), (1, 5, 16, 40), (3, 2, 4, 8)):
@@ -261,10 +300,13 @@ def check_ch16_swiglu(swiglu_mlp, generator=None):
                     (F.silu((x @ wg.T) * (x @ wu.T)) @ wd.T, "multiply SiLU(gate) by the "
                                                              "value; do not apply SiLU to the product"),
                     ((torch.sigmoid(x @ wg.T) * (x @ wu.T)) @ wd.T,
-                     "SiLU(z) = z·σ(z), not σ(z) (that is the GLU)"))
+                     "SiLU(z) = z·σ(z), not σ(z) (that is the GLU)"),
+                    ((F.gelu(x @ wg.T) * (x @ wu.T)) @ wd.T,
+                     "the gate uses SiLU, z·σ(z), not GELU (that is GeGLU)"))
         _close(got, want, f"x of shape {(B, T, d)}, d_ff={d_ff}",
                diagnose=lambda out: _diagnosis(out, mistakes))
-        _compare_grads(got, leaves, want, [x_ref] + ws, ["x", "w_gate", "w_up", "w_down"], g)
+        _compare_grads(got, leaves, want, [x_ref] + ws, ["x", "w_gate", "w_up", "w_down"], g,
+                       remote)
     return "(SiLU(x W_gateᵀ) ⊙ x W_upᵀ) W_downᵀ"
 
 
@@ -286,12 +328,13 @@ def _unpack_attention(result, what):
     return out, tuple(cache)
 
 
-@exercise("ch16-attention", forbid=MODEL_CALLS, because=_MODEL_BECAUSE)
+@exercise("ch16-attention", forbid=MODEL_CALLS + (_OWN + "_attention",), because=_MODEL_BECAUSE)
 def check_ch16_attention(causal_self_attention, generator=None):
     """causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache) → (out, (k, v)),
     against mathref.gpt.CausalSelfAttention (RoPE, no biases, no QK-norm) with its KVCache."""
     expect_callable(causal_self_attention,
                     "causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None)")
+    remote = _remote(causal_self_attention)
     from mathref.gpt import KVCache
     g = _gen(generator, 1604)
     for B, T, d, H in ((2, 6, 8, 2), (1, 5, 16, 4), (3, 4, 8, 1)):
@@ -307,7 +350,7 @@ def check_ch16_attention(causal_self_attention, generator=None):
         W = [w.detach() for w in ws]
         d_k = d // H
 
-        def variant(causal=True, rope_v=False, scale=d_k):
+        def variant(causal=True, rope_v=False, scale=d_k, axis=-1):
             split = lambda t: t.view(B, T, H, d_k).transpose(1, 2)   # noqa: E731
             pos = torch.arange(T)
             q, kk, vv = split(x @ W[0].T), split(x @ W[1].T), split(x @ W[2].T)
@@ -317,38 +360,46 @@ def check_ch16_attention(causal_self_attention, generator=None):
             s = q @ kk.transpose(-2, -1) / math.sqrt(scale)
             if causal:
                 s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
-            return (s.softmax(-1) @ vv).transpose(1, 2).reshape(B, T, d) @ W[3].T
+            return (s.softmax(axis) @ vv).transpose(1, 2).reshape(B, T, d) @ W[3].T
 
         mistakes = ((variant(causal=False), "the causal mask is missing: query t may see keys "
                                             "0…t only"),
                     (variant(rope_v=True), "RoPE rotates the queries and keys only, never the "
                                            "values"),
-                    (variant(scale=d), "scale the scores by 1/√d_k with d_k = d_model/n_head"))
+                    (variant(scale=d), "scale the scores by 1/√d_k with d_k = d_model/n_head"),
+                    (variant(axis=-2), "the softmax runs over the keys (the last axis of "
+                                       "QKᵀ): each query's weights sum to 1"))
         _close(got, want, case, diagnose=lambda out: _diagnosis(out, mistakes))
-        _compare_grads(got, leaves, want, [x_ref] + ws, ["x", "w_q", "w_k", "w_v", "w_o"], g)
+        _compare_grads(got, leaves, want, [x_ref] + ws, ["x", "w_q", "w_k", "w_v", "w_o"], g,
+                       remote)
         # the cache: the rotated keys and the values of every position, [B, H, T, d_k]
         cache = KVCache(1)
         with torch.no_grad():
             ref(x, rope=rope, cache=cache)
         _close(k, cache.keys[0], f"{case}: the returned keys (rotated, [B, n_head, T, d_k])")
         _close(v, cache.values[0], f"{case}: the returned values ([B, n_head, T, d_k])")
-        # decoding: a prefix, then one position at a time, must give the full rows
+        # decoding: a prefix, then two new positions at once (the mask must let each see the
+        # cached keys and the new keys up to itself), then one position at a time
         with torch.no_grad():
             split_at = T // 2
             out, cache = _unpack_attention(causal_self_attention(
                 x[:, :split_at], *W, H, _rope, None), "causal_self_attention")
-            pieces = [out]
-            for t in range(split_at, T):
+            pieces, t = [out], split_at
+            while t < T:
+                n = 2 if t == split_at else 1
                 out, cache = _unpack_attention(causal_self_attention(
-                    x[:, t:t + 1], *W, H, _rope, cache), "causal_self_attention with a cache")
+                    x[:, t:t + n], *W, H, _rope, cache), "causal_self_attention with a cache")
                 pieces.append(out)
+                t += n
             expect(tuple(cache[0].shape) == (B, H, T, d_k),
                    f"{case}: after decoding all {T} positions the key cache must be "
                    f"{[B, H, T, d_k]}, got {list(cache[0].shape)}")
             _close(torch.cat(pieces, dim=1), want, f"{case}: decoding with the cache (a prefix "
-                   f"of {split_at}, then one position at a time)", diagnose=lambda out: (
+                   f"of {split_at}, then 2 new positions together, then one at a time)",
+                   diagnose=lambda out: (
                        " (new positions start at S = the cache's length: rotate them there, "
-                       "and let them see every cached key)"))
+                       "let them see every cached key, and mask among the new ones: query t "
+                       "sees keys 0…S + t)"))
     return "RoPE on q and k at their positions, causal softmax(QKᵀ/√d_k)V, W_o; the cache decodes"
 
 
@@ -357,10 +408,11 @@ BLOCK_KEYS = ("ln_1.weight", "attn.w_q.weight", "attn.w_k.weight", "attn.w_v.wei
               "mlp.proj.weight")
 
 
-@exercise("ch16-block", forbid=MODEL_CALLS, because=_MODEL_BECAUSE)
+@exercise("ch16-block", forbid=MODEL_CALLS + (_OWN + "_block",), because=_MODEL_BECAUSE)
 def check_ch16_block(block_forward, generator=None):
     """block_forward(x, params, n_head, parts, cache) → (x, cache) against mathref.gpt.Block."""
     expect_callable(block_forward, "block_forward(x, params, n_head, parts, cache=None)")
+    remote = _remote(block_forward)
     from mathref.gpt import Block
     g = _gen(generator, 1605)
     for B, T, d, H in ((2, 5, 8, 2), (1, 4, 16, 4)):
@@ -375,7 +427,7 @@ def check_ch16_block(block_forward, generator=None):
         ws = [named[k] for k in BLOCK_KEYS]
         leaves = _leaves([x] + ws)
         params = dict(zip(BLOCK_KEYS, leaves[1:]))
-        result = block_forward(leaves[0], params, H, dict(PARTS), None)
+        result = block_forward(leaves[0], params, H, dict(BLOCK_PARTS), None)
         expect(isinstance(result, (tuple, list)) and len(result) == 2,
                "block_forward must return the pair (x, cache)")
         got = result[0]
@@ -397,13 +449,17 @@ def check_ch16_block(block_forward, generator=None):
                     (mlp(n2(attn(n1(x)))), "the residual connections are missing"),
                     (mid + mlp(n1(mid)), "the second sub-layer uses ln_2, not ln_1"),
                     (x + attn(n1(x)) + mlp(n2(x)), "the MLP reads the stream after the "
-                                                   "attention's update, not the block's input"))
+                                                   "attention's update, not the block's input"),
+                    (mlp(n2(mid)), "the MLP's residual is missing: return u + MLP(RMSNorm₂(u)), "
+                                   "u = x + Attn(RMSNorm₁(x))"),
+                    (attn(n1(x)) + mlp(n2(attn(n1(x)))), "the attention's residual is missing: "
+                                                         "u = x + Attn(RMSNorm₁(x))"))
         _close(got, want, f"B={B}, T={T}, d_model={d}, n_head={H}",
                diagnose=lambda out: _diagnosis(out, mistakes))
-        _compare_grads(got, leaves, want, [x_ref] + ws, ["x"] + list(BLOCK_KEYS), g)
+        _compare_grads(got, leaves, want, [x_ref] + ws, ["x"] + list(BLOCK_KEYS), g, remote)
         with torch.no_grad():   # the cache passes through the attention
-            _, cache = block_forward(x[:, :T - 1], p, H, dict(PARTS), None)
-            last, cache = block_forward(x[:, T - 1:], p, H, dict(PARTS), cache)
+            _, cache = block_forward(x[:, :T - 1], p, H, dict(BLOCK_PARTS), None)
+            last, cache = block_forward(x[:, T - 1:], p, H, dict(BLOCK_PARTS), cache)
             expect(isinstance(cache, (tuple, list)) and len(cache) == 2,
                    "return the attention's cache (k, v) as the block's cache")
             _close(last, want[:, T - 1:], "the last position, decoded with the cache of the "
@@ -433,6 +489,7 @@ def check_ch16_gpt_forward(gpt_forward, generator=None):
     """gpt_forward(idx, params, n_head, n_layer, parts, caches) → (logits, caches) against
     mathref.GPT (modern style: RoPE, RMSNorm, SwiGLU, untied head, no biases, no QK-norm)."""
     expect_callable(gpt_forward, "gpt_forward(idx, params, n_head, n_layer, parts, caches=None)")
+    remote = _remote(gpt_forward)
     g = _gen(generator, 1606)
     for B, T, vocab, d, H, L in ((2, 6, 11, 8, 2, 2), (1, 5, 13, 16, 4, 1), (3, 4, 7, 8, 1, 3)):
         model = _gpt_case(g, vocab, d, H, L)
@@ -462,7 +519,7 @@ def check_ch16_gpt_forward(gpt_forward, generator=None):
                                                   "not scaled by √d_model"))
         case = f"B={B}, T={T}, vocab={vocab}, d_model={d}, n_head={H}, n_layer={L}"
         _close(logits, want, case, diagnose=lambda out: _diagnosis(out, mistakes))
-        _compare_grads(logits, leaves, want, ws, names, g)
+        _compare_grads(logits, leaves, want, ws, names, g, remote)
         expect(isinstance(caches, (tuple, list)) and len(caches) == L,
                f"{case}: return one cache per block ({L}), got "
                f"{len(caches) if isinstance(caches, (tuple, list)) else type(caches).__name__}")
@@ -520,15 +577,20 @@ def check_ch16_adamw(adamw_update, generator=None):
     return "θ ← (1 − ηλ)θ − η·m̂/(√v̂ + ε), m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ)"
 
 
-def _adamw_variant(p, m, v, g, t, lr, betas, eps, wd, l2=False, correct=True, decay_lr=True):
+def _adamw_variant(p, m, v, g, t, lr, betas, eps, wd, l2=False, correct=True, decay_lr=True,
+                   eps_inside=False, decay_after=False):
     if l2:
         g = g + wd * p
-    else:
+    elif not decay_after:
         p = p * (1 - (lr if decay_lr else 1.0) * wd)
     m = betas[0] * m + (1 - betas[0]) * g
     v = betas[1] * v + (1 - betas[1]) * g * g
     m_hat, v_hat = (m / (1 - betas[0] ** t), v / (1 - betas[1] ** t)) if correct else (m, v)
-    return p - lr * m_hat / (v_hat.sqrt() + eps), m, v
+    denominator = (v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps
+    p = p - lr * m_hat / denominator
+    if decay_after:
+        p = p * (1 - lr * wd)
+    return p, m, v
 
 
 def _adamw_mistakes(p, m, v, g, t, lr, betas, eps, wd):
@@ -539,7 +601,11 @@ def _adamw_mistakes(p, m, v, g, t, lr, betas, eps, wd):
             (_adamw_variant(*args, correct=False), "the bias correction is missing: divide m by "
              "1 − β₁ᵗ and v by 1 − β₂ᵗ"),
             (_adamw_variant(*args, decay_lr=False), "the decay is θ ← (1 − ηλ)θ: it is "
-             "multiplied by the learning rate")]
+             "multiplied by the learning rate"),
+            (_adamw_variant(*args, eps_inside=True), "ε is added after the square root: "
+             "m̂/(√v̂ + ε), not m̂/√(v̂ + ε)"),
+            (_adamw_variant(*args, decay_after=True), "decay the parameters before the Adam "
+             "step, θ ← (1 − ηλ)θ − η·m̂/(√v̂ + ε) with the θ of before the step, not after it")]
 
 
 @exercise("ch16-schedule", forbid=SCHEDULE_CALLS,
@@ -551,13 +617,21 @@ def check_ch16_schedule(warmup_cosine_lr, generator=None):
                     "warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min)")
     from mathref.optim import warmup_cosine
     g = _gen(generator, 1608)
-    cases = [(10, 50, 1e-3, 1e-4), (1, 7, 0.5, 0.0), (4, 5, 2.0, 1.0)]
+    def rates(floor=True):  # drawn from the generator: no table of answers fits another one
+        lr_max = 10 ** float(torch.empty(()).uniform_(-4, 0.5, generator=g))
+        return lr_max, lr_max * float(torch.rand((), generator=g)) if floor else 0.0
+
     W = int(torch.randint(2, 20, (1,), generator=g))
-    cases.append((W, W + int(torch.randint(1, 40, (1,), generator=g)), 3e-3, 3e-4))
+    cases = [(10, 50, *rates()), (1, 7, *rates(floor=False)), (4, 5, *rates()),
+             (W, W + int(torch.randint(1, 40, (1,), generator=g)), *rates())]
     for W, T, lr_max, lr_min in cases:
         for step in range(T + 4):
             want = warmup_cosine(step, W, T, lr_max, lr_min)
             got = warmup_cosine_lr(step, W, T, lr_max, lr_min)
+            expect(not isinstance(got, torch.Tensor) or got.dtype == torch.float64,
+                   f"warmup_cosine_lr returned a {getattr(got, 'dtype', '')} tensor: its "
+                   f"rounding (about 1e-7 of the value in float32) is larger than the check "
+                   f"allows; return a Python float (compute with math, not torch)")
             try:
                 got = float(got)
             except (TypeError, ValueError, RuntimeError):
@@ -612,34 +686,80 @@ def check_ch16_clip(clip_global_norm, generator=None):
                f"clipping), got {total:.10g}")
         for i, (got, p) in enumerate(zip(clipped, params)):
             per_tensor = grads[i] * min(1.0, max_norm / (grads[i].norm().item() + 1e-6))
+            no_eps = grads[i] * min(1.0, max_norm / float(want_norm))
             _close(got, p.grad, f"{case}: gradient {i}", tol=1e-12, diagnose=lambda out: (
                 " (clip all gradients by one common factor computed from the global norm, "
-                "not each by its own norm)" if torch.allclose(out, per_tensor) else
-                " (scale by min(1, max_norm/(‖g‖ + 1e-6)): gradients below the threshold "
-                "stay as they are)"))
+                "not each by its own norm)" if torch.allclose(out, per_tensor, rtol=1e-12,
+                                                               atol=0) else
+                " (the factor is max_norm/(‖g‖ + 1e-6): the ε = 1e-6 is missing)"
+                if torch.allclose(out, no_eps, rtol=1e-12, atol=0) else
+                " (scale by min(1, max_norm/(‖g‖ + 1e-6)): one factor for all tensors, and "
+                "gradients whose global norm is below max_norm stay as they are)"))
     return "g ← g·min(1, c/(‖g‖ + ε)), one factor for all tensors"
 
 
-class _Stepper:
-    """The step function handed to ``generate``: mathref.GPT with its KVCache. Each call takes
-    the new ids [B, t] and returns the logits of those positions [B, t, V]."""
+def _decoder(model, uniforms):
+    """The ``step`` and ``draw`` handed to ``generate``, as plain functions of torch alone (the
+    grader sends a checker's function to the worker as its code and the values it closes over).
 
-    def __init__(self, model, prompt):
-        from mathref.gpt import KVCache
-        self.model, self.cache, self.fed = model, KVCache(model.config.n_layer), 0
-        self.calls = 0
+    ``step(ids)`` runs mathref's GPT on the new ids [B, t] with its KVCache and returns their
+    logits [B, t, V]; after the first call it takes one position at a time. ``draw(probs)``
+    returns the next ids by the inverse of the cumulative distribution at the uniforms drawn
+    by the checker, ``uniforms[i]`` for the i-th call, so the checker can replay the draws. In
+    this process both record what they were given in ``record``."""
+    from mathref.gpt import KVCache
+    record = {"cache": KVCache(model.config.n_layer), "fed": 0, "calls": 0, "probs": [],
+              "ids": []}
+    context = model.config.block_size
 
-    def __call__(self, ids):
-        expect(isinstance(ids, torch.Tensor) and ids.dim() == 2,
-               "call step with a [B, t] tensor of token ids")
-        self.calls += 1
-        self.fed += ids.shape[1]
-        expect(self.fed <= self.model.config.block_size,
-               f"you fed {self.fed} positions, more than this model's context: feed the prompt "
-               f"once, then only the newest token (the cache holds the rest)")
+    def step(ids):
+        if not (isinstance(ids, torch.Tensor) and ids.dim() == 2):
+            raise ValueError("call step with a [B, t] tensor of token ids")
+        if record["calls"] and ids.shape[1] != 1:
+            raise ValueError(f"step was given {ids.shape[1]} positions after the prompt: feed "
+                             f"the prompt once, then only the newest token [B, 1] per call "
+                             f"(the cache holds the rest)")
+        record["calls"] += 1
+        record["fed"] += ids.shape[1]
+        if record["fed"] > context:
+            raise ValueError(f"you fed {record['fed']} positions, more than this model's "
+                             f"context {context}")
         with torch.no_grad():
-            logits, _ = self.model(ids.long(), cache=self.cache)
+            logits, _ = model(ids.long(), cache=record["cache"])
         return logits
+
+    def draw(probs):
+        if not (isinstance(probs, torch.Tensor) and probs.dim() == 2):
+            raise ValueError("call draw with the probabilities [B, V] of the next token")
+        if probs.dtype != torch.float64:
+            raise ValueError(f"the probabilities passed to draw are {probs.dtype}, but the "
+                             f"logits are float64: keep the logits' dtype (float32 rounding, "
+                             f"about 1e-7, is more than the check allows)")
+        probs = probs.detach()
+        if bool(probs.isnan().any()) or not bool((probs.sum(-1) > 0).all()):
+            raise ValueError("some row passed to draw is empty or NaN: the nucleus kept no "
+                             "token. Keep the token that crosses top_p: drop a token only when "
+                             "the mass ranked before it is ≥ top_p (then the most likely token "
+                             "always stays)")
+        if not (bool((probs >= 0).all()) and bool(((probs.sum(-1) - 1).abs() < 1e-9).all())):
+            raise ValueError("the probabilities passed to draw must be ≥ 0 and sum to 1 in each "
+                             "row (renormalize after cutting the nucleus)")
+        i = len(record["ids"])
+        if i >= len(uniforms):
+            raise ValueError(f"draw was called more than once per new token ({len(uniforms)})")
+        ids = _inverse_cdf(probs, uniforms[i])
+        record["probs"].append(probs)
+        record["ids"].append(ids)
+        return ids
+
+    return step, draw, record
+
+
+def _inverse_cdf(probs, u):
+    """The ids [B] at which the cumulative sums of ``probs`` [B, V] first reach ``u`` [B]."""
+    cdf = probs.cumsum(-1)
+    return torch.searchsorted(cdf, u[:, None].to(cdf.dtype)).squeeze(-1).clamp(
+        max=probs.shape[-1] - 1)
 
 
 def _reference_probs(last, temperature, top_k, top_p):
@@ -669,27 +789,6 @@ def _probs_why(got, last, temperature, top_k, top_p):
     return _diagnosis(got, variants)
 
 
-class _Draw:
-    """The draw function handed to ``generate``: records the probabilities it is given and
-    samples from them with its own generator."""
-
-    def __init__(self, seed):
-        self.generator = torch.Generator().manual_seed(seed)
-        self.probs, self.ids = [], []
-
-    def __call__(self, probs):
-        expect(isinstance(probs, torch.Tensor) and probs.dim() == 2,
-               "call draw with the probabilities [B, V] of the next token")
-        probs = probs.detach().to(torch.float64)
-        expect(bool((probs >= 0).all()) and bool(((probs.sum(-1) - 1).abs() < 1e-9).all()),
-               "the probabilities passed to draw must be ≥ 0 and sum to 1 in each row "
-               "(renormalize after cutting the nucleus)")
-        ids = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
-        self.probs.append(probs)
-        self.ids.append(ids)
-        return ids
-
-
 @exercise("ch16-generate", forbid=GENERATE_CALLS,
           because="pick the next token or build its distribution yourself")
 def check_ch16_generate(generate, generator=None):
@@ -698,6 +797,7 @@ def check_ch16_generate(generate, generator=None):
     the prompt fed once and then one token per call."""
     expect_callable(generate, "generate(step, prompt, max_new_tokens, temperature=0.0, "
                               "top_k=None, top_p=None, draw=None)")
+    remote = _remote(generate)
     g = _gen(generator, 1610)
     for B, T, n, temperature, top_k, top_p in ((2, 3, 8, 0.0, None, None),
                                                (1, 5, 6, 0.0, None, None),
@@ -708,8 +808,8 @@ def check_ch16_generate(generate, generator=None):
         with torch.no_grad():
             model.lm_head.weight.mul_(3.0)        # peaked distributions: top-k and top-p bite
         prompt = torch.randint(13, (B, T), generator=g)
-        step = _Stepper(model, prompt)
-        draw = _Draw(int(torch.randint(2 ** 30, (1,), generator=g)))
+        uniforms = torch.rand(n, B, generator=g, dtype=torch.float64)
+        step, draw, record = _decoder(model, uniforms)
         got = generate(step, prompt.clone(), n, temperature, top_k, top_p, draw)
         case = (f"B={B}, prompt length {T}, {n} new tokens, temperature {temperature:g}, "
                 f"top_k={top_k}, top_p={top_p}")
@@ -718,13 +818,11 @@ def check_ch16_generate(generate, generator=None):
                f"{list(getattr(got, 'shape', [])) or type(got).__name__}")
         got = got.long()
         expect(torch.equal(got[:, :T], prompt), f"{case}: the output starts with the prompt")
-        expect(step.fed <= T + n, f"{case}: you fed {step.fed} positions to step; with the cache "
-                                  f"the prompt goes in once and each new token once "
-                                  f"(at most {T + n})")
         with torch.no_grad():
             logits, _ = model(got[:, :-1])        # the reference along your sequence
         if temperature == 0:
-            expect(not draw.ids, f"{case}: with temperature 0 pick the argmax; do not call draw")
+            expect(not record["ids"], f"{case}: with temperature 0 pick the argmax; do not call "
+                                      f"draw")
             want = logits[:, T - 1:].argmax(-1)
             bad = (got[:, T:] != want).nonzero()
             if len(bad):
@@ -733,16 +831,136 @@ def check_ch16_generate(generate, generator=None):
                                    f", but the argmax of the logits after the tokens before it is "
                                    f"{int(want[row, i])}")
             continue
-        expect(len(draw.ids) == n, f"{case}: call draw exactly once per new token ({n} times), "
-                                   f"got {len(draw.ids)} calls")
+        # In this process the distributions given to draw are compared; under the grader (its
+        # record stays in the worker) each token is replayed from the reference distribution
+        # with the same uniform.
+        expect(remote or len(record["ids"]) == n,
+               f"{case}: call draw exactly once per new token ({n} times), got "
+               f"{len(record['ids'])} calls")
         for i in range(n):
             last = logits[:, T - 1 + i]
             want = _reference_probs(last, temperature, top_k, top_p)
-            if not torch.allclose(draw.probs[i], want, rtol=1e-8, atol=1e-12):
-                raise CheckFailure(f"{case}: the probabilities of new token {i} differ from the "
-                                   f"statement's by up to "
-                                   f"{(draw.probs[i] - want).abs().max().item():.3g}"
-                                   + _probs_why(draw.probs[i], last, temperature, top_k, top_p))
-            expect(torch.equal(got[:, T + i], draw.ids[i]),
-                   f"{case}: new token {i} must be the id that draw returned")
+            if not remote:
+                probs = record["probs"][i]
+                if not torch.allclose(probs, want, rtol=1e-8, atol=1e-12):
+                    raise CheckFailure(f"{case}: the probabilities of new token {i} differ from "
+                                       f"the statement's by up to "
+                                       f"{(probs - want).abs().max().item():.3g}"
+                                       + _probs_why(probs, last, temperature, top_k, top_p))
+                expect(torch.equal(got[:, T + i], record["ids"][i]),
+                       f"{case}: new token {i} must be the id that draw returned")
+            expected = _inverse_cdf(want, uniforms[i])
+            bad = (got[:, T + i] != expected).nonzero()
+            if len(bad):
+                row = int(bad[0])
+                raise CheckFailure(f"{case}: new token {i} of row {row} is "
+                                   f"{int(got[row, T + i])}, but the statement's distribution "
+                                   f"gives {int(expected[row])} for the same draw (divide by the "
+                                   f"temperature, keep the top_k logits, cut the nucleus, "
+                                   f"renormalize, and pass the result to draw)")
     return "prompt fed once, then one token per step through the KV cache"
+
+
+# ---- one training step ----------------------------------------------------------------------
+def _plain_adamw(p, g, m, v, t, lr, betas, eps, weight_decay):
+    p = p * (1 - lr * weight_decay)
+    m = betas[0] * m + (1 - betas[0]) * g
+    v = betas[1] * v + (1 - betas[1]) * g * g
+    return p - lr * (m / (1 - betas[0] ** t)) / ((v / (1 - betas[1] ** t)).sqrt() + eps), m, v
+
+
+def _plain_clip(grads, max_norm):
+    total = torch.sqrt(sum((g * g).sum() for g in grads))
+    scale = min(1.0, max_norm / (float(total) + 1e-6))
+    return [g * scale for g in grads], total
+
+
+def _plain_schedule(step, warmup_steps, total_steps, lr_max, lr_min):
+    if step < warmup_steps:
+        return lr_max * (step + 1) / warmup_steps
+    if step > total_steps:
+        return lr_min
+    return lr_min + 0.5 * (lr_max - lr_min) * (
+        1 + math.cos(math.pi * (step - warmup_steps) / (total_steps - warmup_steps)))
+
+
+TRAIN_PARTS = {"adamw": _plain_adamw, "clip": _plain_clip, "schedule": _plain_schedule}
+TRAIN_CALLS = OPTIMIZER_CALLS + SCHEDULE_CALLS + CLIP_CALLS + (
+    "mathref.train.train", "mathref.train.lr_at", "mathref.train.configure_optimizer")
+
+
+def _tiny_logits(params, x):
+    """A small language model for the check: embedding, a tanh layer with a gain, a head."""
+    emb, w, gain, head = params
+    return (torch.tanh(emb[x] @ w.T) * gain) @ head.T
+
+
+@exercise("ch16-train-step", forbid=TRAIN_CALLS,
+          because="write the step from your parts: the loss, its gradients, the clipping, the "
+                  "rate and the AdamW update")
+def check_ch16_train_step(train_step, generator=None):
+    """train_step(logits_fn, params, x, y, m, v, step, cfg, parts) → (params, m, v, loss) for
+    six consecutive steps (warm-up, cosine, clipping that bites or not) against mathref's
+    AdamW, clip_grad_norm_ and warmup_cosine on the same weights and batch, in float64."""
+    expect_callable(train_step, "train_step(logits_fn, params, x, y, m, v, step, cfg, parts)")
+    from mathref.optim import AdamW, clip_grad_norm_, warmup_cosine
+    from mathref.train import TrainConfig
+    g = _gen(generator, 1611)
+    V, d, B, T = 7, 6, 3, 5
+    for max_norm, weight_decay in ((0.05, 0.1), (100.0, 0.3)):
+        cfg = TrainConfig(max_steps=6, warmup_steps=2, lr=0.05, min_lr=0.005,
+                          weight_decay=weight_decay, grad_clip=max_norm, batch_size=B,
+                          block_size=T, progress=False)
+        ref = [torch.nn.Parameter(t) for t in (_randn(g, V, d), _randn(g, d, d, scale=0.5),
+                                               1 + 0.3 * _randn(g, d), _randn(g, V, d))]
+        opt = AdamW([{"params": [p for p in ref if p.dim() >= 2], "weight_decay": weight_decay},
+                     {"params": [p for p in ref if p.dim() < 2], "weight_decay": 0.0}],
+                    lr=cfg.lr, betas=cfg.betas, eps=1e-8)
+        m = [torch.zeros_like(p) for p in ref]
+        v = [torch.zeros_like(p) for p in ref]
+        for step in range(cfg.max_steps):
+            x = torch.randint(V, (B, T), generator=g)
+            y = torch.randint(V, (B, T), generator=g)
+            mine = [p.detach().clone().requires_grad_(True) for p in ref]
+            result = train_step(_tiny_logits, mine, x, y, [t.clone() for t in m],
+                                [t.clone() for t in v], step, cfg, dict(TRAIN_PARTS))
+            expect(isinstance(result, (tuple, list)) and len(result) == 4,
+                   "train_step must return (params, m, v, loss)")
+            got_p, got_m, got_v, got_loss = result
+            # mathref's step on the same weights and batch
+            lr = warmup_cosine(step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            loss = F.cross_entropy(_tiny_logits(ref, x).flatten(0, 1), y.flatten())
+            for p, gr in zip(ref, torch.autograd.grad(loss, ref)):
+                p.grad = gr
+            norm = float(clip_grad_norm_(ref, max_norm))
+            opt.step()
+            case = (f"step {step} (rate {lr:.4g}, gradient norm {norm:.3g}, max_norm "
+                    f"{max_norm:g}, weight_decay {weight_decay:g})")
+            try:
+                got_loss = float(got_loss.detach() if isinstance(got_loss, torch.Tensor)
+                                 else got_loss)
+            except (TypeError, ValueError, RuntimeError):
+                raise CheckFailure(f"{case}: the loss must be a number or a one-element "
+                                   f"tensor") from None
+            loss = loss.detach()
+            expect(math.isclose(got_loss, float(loss), rel_tol=1e-9),
+                   f"{case}: the loss is {got_loss:.10g}, mathref's cross-entropy of the logits "
+                   f"is {float(loss):.10g} (the mean over all B·T positions)")
+            names = ("the embedding", "the tanh layer's matrix", "the gain (1-D: not decayed)",
+                     "the head")
+            for what, got in (("parameters", got_p), ("m", got_m), ("v", got_v)):
+                expect(isinstance(got, (tuple, list)) and len(got) == 4,
+                       f"{case}: return a list of 4 tensors for {what}")
+            for i, name in enumerate(names):
+                state = opt.state[ref[i]]
+                _close(got_m[i], state["exp_avg"], f"{case}: m of {name}")
+                _close(got_v[i], state["exp_avg_sq"], f"{case}: v of {name}")
+                _close(got_p[i], ref[i], f"{case}: {name}", tol=1e-12, diagnose=lambda out: (
+                    " (the rate of step s is warmup_cosine_lr(s, …) and AdamW's t is s + 1; "
+                    "clip the gradients by their global norm before the update; decay only "
+                    "the matrices)"))
+            m = [opt.state[p]["exp_avg"].clone() for p in ref]
+            v = [opt.state[p]["exp_avg_sq"].clone() for p in ref]
+    return "loss, gradients, global-norm clip, scheduled AdamW: six steps equal to mathref's"

@@ -247,7 +247,7 @@ def clip_returns_norm_after(grads, max_norm):
 
 # ---- generation ----------------------------------------------------------------------------
 def _pick(last, temperature, top_k, top_p, draw, multiply=False, use_top_p=True,
-          renormalize=True):
+          renormalize=True, inclusive=False):
     if temperature == 0:
         return last.argmax(-1)
     last = last * temperature if multiply else last / temperature
@@ -257,7 +257,8 @@ def _pick(last, temperature, top_k, top_p, draw, multiply=False, use_top_p=True,
     probs = last.softmax(-1)
     if top_p is not None and use_top_p:
         sp, order = probs.sort(-1, descending=True)
-        sp = sp.masked_fill(sp.cumsum(-1) - sp >= top_p, 0.0)
+        cut = sp.cumsum(-1) > top_p if inclusive else sp.cumsum(-1) - sp >= top_p
+        sp = sp.masked_fill(cut, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sp)
         if renormalize:
             probs = probs / probs.sum(-1, keepdim=True)
@@ -312,21 +313,167 @@ def generate_greedy_off_by_one(step, prompt, max_new_tokens, temperature=0.0, to
     return idx
 
 
+# ---- found by the review of chapter 16 ------------------------------------------------------
+def _rms(x, weight, eps=1e-5):
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def rms_new_leaf(x, weight, eps=1e-5):        # right numbers, graph cut, then a fresh leaf
+    return _rms(x, weight, eps).detach().requires_grad_()
+
+
+def rms_through_numpy(x, weight, eps=1e-5):   # computed in NumPy, handed back as a leaf
+    xn, wn = x.detach().numpy(), weight.detach().numpy()
+    out = xn / ((xn ** 2).mean(-1, keepdims=True) + eps) ** 0.5 * wn
+    return torch.from_numpy(out).requires_grad_()
+
+
+def rms_checkers_own(x, weight, eps=1e-5):    # the checker's oracle, reached through its module
+    from mathref.checks import ch16
+    return ch16.PARTS["norm"](x, weight, eps)
+
+
+def swiglu_new_leaf(x, w_gate, w_up, w_down):
+    return ((F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T).detach().requires_grad_()
+
+
+def swiglu_gelu(x, w_gate, w_up, w_down):     # GeGLU
+    return (F.gelu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+def attention_new_leaf(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    out, cache = _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache)
+    return out.detach().requires_grad_(), cache
+
+
+def attention_no_mask_with_cache(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    # masks a prompt, but lets several new positions see each other's future when a cache is given
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache,
+                      mask="bottom-right" if cache is None else None)
+
+
+def attention_softmax_over_queries(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    B, T, d = x.shape
+    d_k = d // n_head
+    heads = lambda t: t.view(B, T, n_head, d_k).transpose(1, 2)   # noqa: E731
+    S0 = 0 if cache is None else cache[0].shape[-2]
+    pos = torch.arange(S0, S0 + T)
+    q, k, v = rope(heads(x @ w_q.T), pos), rope(heads(x @ w_k.T), pos), heads(x @ w_v.T)
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)
+    S = k.shape[-2]
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(d_k)).masked_fill(
+        ~torch.ones(T, S, dtype=torch.bool).tril(S - T), -math.inf)
+    out = scores.softmax(-2).nan_to_num() @ v
+    return out.transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)
+
+
+def attention_checkers_own(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    from mathref.checks import ch16
+    return ch16.PARTS["attention"](x, w_q, w_k, w_v, w_o, n_head, rope, cache)
+
+
+def block_no_mlp_residual(x, params, n_head, parts, cache=None):
+    attn, mlp = _sub(params, parts, n_head, cache)
+    h, cache = attn(parts["norm"](x, params["ln_1.weight"]))
+    x = x + h
+    return mlp(parts["norm"](x, params["ln_2.weight"])), cache
+
+
+def block_from_parts(x, params, n_head, parts, cache=None):   # the checker's own block
+    return parts["block"](x, params, n_head, parts, cache)
+
+
+def gpt_new_leaf(idx, params, n_head, n_layer, parts, caches=None):
+    logits, caches = _gpt(idx, params, n_head, n_layer, parts, caches)
+    return logits.detach().requires_grad_(), caches
+
+
+def adamw_eps_inside_sqrt(p, g, m, v, t, lr, betas, eps, weight_decay):
+    p = p * (1 - lr * weight_decay)
+    m = betas[0] * m + (1 - betas[0]) * g
+    v = betas[1] * v + (1 - betas[1]) * g * g
+    m_hat, v_hat = m / (1 - betas[0] ** t), v / (1 - betas[1] ** t)
+    return p - lr * m_hat / (v_hat + eps).sqrt(), m, v
+
+
+def adamw_decay_after_step(p, g, m, v, t, lr, betas, eps, weight_decay):
+    m = betas[0] * m + (1 - betas[0]) * g
+    v = betas[1] * v + (1 - betas[1]) * g * g
+    m_hat, v_hat = m / (1 - betas[0] ** t), v / (1 - betas[1] ** t)
+    return (p - lr * m_hat / (v_hat.sqrt() + eps)) * (1 - lr * weight_decay), m, v
+
+
+def _schedule_table():
+    """The answers of mathref.optim.warmup_cosine stored, before any check, for the inputs the
+    checker used to draw (fixed rates, and a random case from its fixed seed 1608): a table of
+    results, not a schedule."""
+    from mathref.optim import warmup_cosine
+    g = torch.Generator().manual_seed(1608)
+    W = int(torch.randint(2, 20, (1,), generator=g))
+    cases = [(10, 50, 1e-3, 1e-4), (1, 7, 0.5, 0.0), (4, 5, 2.0, 1.0),
+             (W, W + int(torch.randint(1, 40, (1,), generator=g)), 3e-3, 3e-4)]
+    return {(s, W, T, hi, lo): warmup_cosine(s, W, T, hi, lo)
+            for W, T, hi, lo in cases for s in range(T + 4)}
+
+
+_TABLE = _schedule_table()
+
+
+def schedule_stored_answers(step, warmup_steps, total_steps, lr_max, lr_min):
+    return _TABLE[(step, warmup_steps, total_steps, lr_max, lr_min)]
+
+
+def schedule_float32_tensor(step, warmup_steps, total_steps, lr_max, lr_min):
+    if step < warmup_steps:
+        lr = lr_max * (step + 1) / warmup_steps
+    elif step > total_steps:
+        lr = lr_min
+    else:
+        lr = lr_min + 0.5 * (lr_max - lr_min) * (
+            1 + math.cos(math.pi * (step - warmup_steps) / (total_steps - warmup_steps)))
+    return torch.tensor(lr, dtype=torch.float32)
+
+
+def clip_without_eps(grads, max_norm):
+    total = math.sqrt(sum(float((g * g).sum()) for g in grads))
+    return [g * min(1.0, max_norm / total) for g in grads], total
+
+
+def generate_float32_probs(step, prompt, max_new_tokens, temperature=0.0, top_k=None, top_p=None,
+                           draw=None):
+    return _generate(lambda ids: step(ids).float(), prompt, max_new_tokens, temperature, top_k,
+                     top_p, draw)
+
+
+def generate_inclusive_nucleus(step, prompt, max_new_tokens, temperature=0.0, top_k=None,
+                               top_p=None, draw=None):
+    return _generate(step, prompt, max_new_tokens, temperature, top_k, top_p, draw,
+                     inclusive=True)
+
+
 WRONG_ANSWERS = {
-    "ch16-rms-norm": [rms_eps_outside, rms_layer_norm, rms_no_gain, rms_detached],
+    "ch16-rms-norm": [rms_eps_outside, rms_layer_norm, rms_no_gain, rms_detached, rms_new_leaf,
+                      rms_through_numpy, rms_checkers_own],
     "ch16-rope": [rope_adjacent, rope_backwards, rope_ignores_positions],
-    "ch16-swiglu": [swiglu_silu_on_up, swiglu_relu, swiglu_sigmoid],
+    "ch16-swiglu": [swiglu_silu_on_up, swiglu_relu, swiglu_sigmoid, swiglu_new_leaf, swiglu_gelu],
     "ch16-attention": [attention_no_mask, attention_rope_on_v, attention_scale_d_model,
-                       attention_top_left_mask, attention_new_tokens_at_zero],
-    "ch16-block": [block_post_norm, block_no_residual, block_ln1_twice, block_drops_cache],
-    "ch16-gpt-forward": [gpt_no_final_norm, gpt_tied_head, gpt_ignores_caches],
-    "ch16-adamw": [adamw_decay_in_gradient, adamw_no_bias_correction, adamw_decay_without_lr],
+                       attention_top_left_mask, attention_new_tokens_at_zero,
+                       attention_new_leaf, attention_no_mask_with_cache,
+                       attention_softmax_over_queries, attention_checkers_own],
+    "ch16-block": [block_post_norm, block_no_residual, block_ln1_twice, block_drops_cache,
+                   block_no_mlp_residual, block_from_parts],
+    "ch16-gpt-forward": [gpt_no_final_norm, gpt_tied_head, gpt_ignores_caches, gpt_new_leaf],
+    "ch16-adamw": [adamw_decay_in_gradient, adamw_no_bias_correction, adamw_decay_without_lr,
+                   adamw_eps_inside_sqrt, adamw_decay_after_step],
     "ch16-schedule": [schedule_warmup_off_by_one, schedule_cosine_over_total,
-                      schedule_no_floor_after_end],
-    "ch16-clip": [clip_per_tensor, clip_always_to_max, clip_returns_norm_after],
+                      schedule_no_floor_after_end, schedule_stored_answers,
+                      schedule_float32_tensor],
+    "ch16-clip": [clip_per_tensor, clip_always_to_max, clip_returns_norm_after, clip_without_eps],
     "ch16-generate": [generate_without_cache, generate_temperature_multiplies,
                       generate_ignores_top_p, generate_nucleus_not_renormalized,
-                      generate_greedy_off_by_one],
+                      generate_greedy_off_by_one, generate_float32_probs,
+                      generate_inclusive_nucleus],
 }
 
 SHORTCUTS = {
@@ -342,11 +489,17 @@ SHORTCUTS = {
         "from mathref.positions import apply_rope as rotate\n\n"
         "def apply_rope(x, positions, base=10000.0):\n"
         "    return rotate(x, positions=positions, base=base)\n",
+        "from mathref.checks import ch16\n\n"
+        "def apply_rope(x, positions, base=10000.0):\n"
+        "    return ch16.PARTS['rope'](x, positions, base)\n",
     ],
     "ch16-swiglu": [
         "from mathref.nn import swiglu\n\n"
         "def swiglu_mlp(x, w_gate, w_up, w_down):\n"
         "    return swiglu(torch.cat([x @ w_up.T, x @ w_gate.T], dim=-1)) @ w_down.T\n",
+        "from mathref.checks.ch16 import _mlp\n\n"
+        "def swiglu_mlp(x, w_gate, w_up, w_down):\n"
+        "    return _mlp(x, w_gate, w_up, w_down)\n",
     ],
     "ch16-attention": [
         "def causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):\n"
@@ -392,11 +545,36 @@ SHORTCUTS = {
         "    q.grad = g.clone()\n"
         "    opt.step()\n"
         "    return q.detach(), opt.state[q]['exp_avg'], opt.state[q]['exp_avg_sq']\n",
+        "from torch.optim.adam import _single_tensor_adam\n\n"
+        "def adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay):\n"
+        "    p, m, v, step = p.clone(), m.clone(), v.clone(), torch.tensor(float(t - 1))\n"
+        "    _single_tensor_adam([p], [g], [m], [v], [], [step], None, None, amsgrad=False,\n"
+        "                        has_complex=False, beta1=betas[0], beta2=betas[1], lr=lr,\n"
+        "                        weight_decay=weight_decay, eps=eps, maximize=False,\n"
+        "                        capturable=False, differentiable=False,\n"
+        "                        decoupled_weight_decay=True)\n"
+        "    return p, m, v\n",
+        "def adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay):\n"
+        "    p, m, v, step = p.clone(), m.clone(), v.clone(), torch.tensor(float(t))\n"
+        "    torch._fused_adamw_([p], [g.clone()], [m], [v], [], [step], lr=lr, beta1=betas[0],\n"
+        "                        beta2=betas[1], weight_decay=weight_decay, eps=eps,\n"
+        "                        amsgrad=False, maximize=False, grad_scale=None, found_inf=None)\n"
+        "    return p, m, v\n",
     ],
     "ch16-schedule": [
         "from mathref.optim import warmup_cosine\n\n"
         "def warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min):\n"
         "    return warmup_cosine(step, warmup_steps, total_steps, lr_max, lr_min)\n",
+        "from torch.optim.lr_scheduler import CosineAnnealingLR\n\n"
+        "def warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min):\n"
+        "    if step < warmup_steps:\n"
+        "        return lr_max * (step + 1) / warmup_steps\n"
+        "    if step > total_steps:\n"
+        "        return lr_min\n"
+        "    s = CosineAnnealingLR.__new__(CosineAnnealingLR)\n"
+        "    s.base_lrs, s.T_max, s.eta_min = [lr_max], total_steps - warmup_steps, lr_min\n"
+        "    s.last_epoch = step - warmup_steps\n"
+        "    return s._get_closed_form_lr()[0]\n",
     ],
     "ch16-clip": [
         "def clip_global_norm(grads, max_norm):\n"
@@ -413,6 +591,18 @@ SHORTCUTS = {
         "    idx, logits = prompt, step(prompt)\n"
         "    for i in range(max_new_tokens):\n"
         "        nxt = sample_next(logits[:, -1], temperature, top_k, top_p)\n"
+        "        idx = torch.cat([idx, nxt[:, None]], 1)\n"
+        "        if i < max_new_tokens - 1:\n"
+        "            logits = step(nxt[:, None])\n"
+        "    return idx\n",
+        "from mathref.checks.ch16 import _reference_probs\n\n"
+        "def generate(step, prompt, max_new_tokens, temperature=0.0, top_k=None, top_p=None,\n"
+        "             draw=None):\n"
+        "    idx, logits = prompt, step(prompt)\n"
+        "    for i in range(max_new_tokens):\n"
+        "        last = logits[:, -1]\n"
+        "        nxt = last.argmax(-1) if temperature == 0 else draw(\n"
+        "            _reference_probs(last, temperature, top_k, top_p))\n"
         "        idx = torch.cat([idx, nxt[:, None]], 1)\n"
         "        if i < max_new_tokens - 1:\n"
         "            logits = step(nxt[:, None])\n"
@@ -437,3 +627,55 @@ RIGHT_ANSWERS = {
         "    return [g * (max_norm / (total + 1e-6)) for g in grads], total\n",
     ],
 }
+
+
+# ---- one training step ----------------------------------------------------------------------
+def _train_step(logits_fn, params, x, y, m, v, step, cfg, parts, decay_all=False, t_offset=1,
+                clip=True, lr_step=0):
+    lr = parts["schedule"](step + lr_step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
+    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())
+    grads = list(torch.autograd.grad(loss, params))
+    if clip:
+        grads, _ = parts["clip"](grads, cfg.grad_clip)
+    out = [parts["adamw"](p.detach(), g, a, b, step + t_offset, lr, cfg.betas, 1e-8,
+                          cfg.weight_decay if decay_all or p.dim() >= 2 else 0.0)
+           for p, g, a, b in zip(params, grads, m, v)]
+    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()
+
+
+def train_step_decays_gains(logits_fn, params, x, y, m, v, step, cfg, parts):
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts, decay_all=True)
+
+
+def train_step_t_from_zero(logits_fn, params, x, y, m, v, step, cfg, parts):
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts, t_offset=0)
+
+
+def train_step_no_clipping(logits_fn, params, x, y, m, v, step, cfg, parts):
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts, clip=False)
+
+
+def train_step_next_rate(logits_fn, params, x, y, m, v, step, cfg, parts):
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts, lr_step=1)
+
+
+WRONG_ANSWERS["ch16-train-step"] = [train_step_decays_gains, train_step_t_from_zero,
+                                    train_step_no_clipping, train_step_next_rate]
+SHORTCUTS["ch16-train-step"] = [
+    "def train_step(logits_fn, params, x, y, m, v, step, cfg, parts):\n"
+    "    q = [torch.nn.Parameter(p.detach().clone()) for p in params]\n"
+    "    opt = torch.optim.AdamW([{'params': [p for p in q if p.dim() >= 2],\n"
+    "                              'weight_decay': cfg.weight_decay},\n"
+    "                             {'params': [p for p in q if p.dim() < 2], 'weight_decay': 0.0}],\n"
+    "                            lr=parts['schedule'](step, cfg.warmup_steps, cfg.max_steps,\n"
+    "                                                 cfg.lr, cfg.min_lr), betas=cfg.betas)\n"
+    "    for p, a, b in zip(q, m, v):\n"
+    "        opt.state[p] = {'step': torch.tensor(float(step)), 'exp_avg': a.clone(),\n"
+    "                        'exp_avg_sq': b.clone()}\n"
+    "    loss = F.cross_entropy(logits_fn(q, x).flatten(0, 1), y.flatten())\n"
+    "    loss.backward()\n"
+    "    torch.nn.utils.clip_grad_norm_(q, cfg.grad_clip)\n"
+    "    opt.step()\n"
+    "    return ([p.detach() for p in q], [opt.state[p]['exp_avg'] for p in q],\n"
+    "            [opt.state[p]['exp_avg_sq'] for p in q], loss.detach())\n",
+]
