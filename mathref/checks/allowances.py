@@ -14,6 +14,11 @@ POSITIONS = ("mathref.positions", "mathref._validation")
 COMPLEX = ("complex", "polar", "view_as_real", "view_as_complex", "_conj", "conj")
 SILU = ("silu", "silu_")
 EMBEDDING = ("embedding",)
+CROSS_ENTROPY = ("cross_entropy_loss", "nll_loss", "nll_loss_forward", "nll_loss_nd",
+                 "nll_loss2d_forward")
+# a training step's backward pass runs the backward kernels of what its forward ran
+BACKWARD = ("nll_loss_backward", "_log_softmax_backward_data", "_softmax_backward_data",
+            "silu_backward", "tanh_backward", "embedding_backward", "embedding_dense_backward")
 
 ALLOWANCES = {
     # the statements allow an eigenvalue routine: the exercise is the formula from λ_min, λ_max
@@ -71,6 +76,8 @@ ALLOWANCES = {
     "ch16-rope": dict(ops=COMPLEX, allows="complex numbers"),
     "ch16-swiglu": dict(ops=SILU, allows="F.silu"),
     "ch16-attention": dict(ops=SOFTMAX, allows="torch.softmax"),
+    "ch16-train-step": dict(ops=SOFTMAX + LOG_SOFTMAX + SILU + EMBEDDING + CROSS_ENTROPY + BACKWARD,
+                            allows="torch.softmax, F.cross_entropy's log-softmax and F.silu"),
     "ch16-block": dict(ops=SOFTMAX + SILU, allows="torch.softmax, F.silu and the parts it is given"),
     "ch16-gpt-forward": dict(ops=SOFTMAX + SILU + EMBEDDING,
                              allows="torch.softmax, F.silu, F.embedding and the parts it is given"),

@@ -365,6 +365,18 @@ class Gate:
             self.refuse("autograd (a tensor that requires grad)", f"the call {name}")
 
     # the profile hook --------------------------------------------------------------------
+    def _called_by_checker(self, frame):
+        """A helper of the checkers' own module called by a function the checker handed in
+        (chapter 16's draw calls its inverse CDF): walk up the checkers' frames to a handed-in
+        one. The answer calling such a helper itself is refused (its frame is the answer's)."""
+        while frame.f_code.co_filename.startswith(_CHECKS):
+            frame = frame.f_back
+            if frame is None:
+                return False
+            if frame.f_code in self.trusted:
+                return True
+        return False
+
     def _code_verdict(self, code):
         verdict = _classify(code.co_filename, self)
         if verdict is not None and code.co_filename.startswith(_CHECKS) and (
@@ -383,7 +395,7 @@ class Gate:
             verdict = self._verdicts.get(code, False)
             if verdict is False:
                 verdict = self._verdicts[code] = self._code_verdict(code)
-            if verdict is not None and code in self.trusted:
+            if verdict is not None and (code in self.trusted or self._called_by_checker(frame)):
                 return
             if verdict is None and code.co_name in _MODE_SWITCHES and _from_answer(frame.f_back):
                 self._profile_refuse(code.co_name, "torch.overrides: it switches off the checks")
