@@ -212,7 +212,7 @@ def _compare_grads(got_out, leaves, want_out, want_leaves, names, g, remote=Fals
 
 # ---- exercises -------------------------------------------------------------------------------
 @exercise("ch16-rms-norm", forbid=MODEL_CALLS + (_OWN + "_rms",), because=_MODEL_BECAUSE)
-def check_ch16_rms_norm(rms_norm, generator=None):
+def check_ch16_rms_norm(rms_norm, *, generator=None):
     """rms_norm(x, weight, eps) against mathref.norm.RMSNorm."""
     expect_callable(rms_norm, "rms_norm(x, weight, eps)")
     remote = _remote(rms_norm)
@@ -245,7 +245,7 @@ def check_ch16_rms_norm(rms_norm, generator=None):
 
 
 @exercise("ch16-rope", forbid=MODEL_CALLS + (_OWN + "_rope",), because=_MODEL_BECAUSE)
-def check_ch16_rope(apply_rope, generator=None):
+def check_ch16_rope(apply_rope, *, generator=None):
     """apply_rope(x, positions, base) against mathref.positions.apply_rope (half layout)."""
     expect_callable(apply_rope, "apply_rope(x, positions, base)")
     remote = _remote(apply_rope)
@@ -278,7 +278,7 @@ def check_ch16_rope(apply_rope, generator=None):
 
 
 @exercise("ch16-swiglu", forbid=MODEL_CALLS + (_OWN + "_mlp",), because=_MODEL_BECAUSE)
-def check_ch16_swiglu(swiglu_mlp, generator=None):
+def check_ch16_swiglu(swiglu_mlp, *, generator=None):
     """swiglu_mlp(x, w_gate, w_up, w_down) against mathref.transformer.FeedForward('swiglu')."""
     expect_callable(swiglu_mlp, "swiglu_mlp(x, w_gate, w_up, w_down)")
     remote = _remote(swiglu_mlp)
@@ -329,7 +329,7 @@ def _unpack_attention(result, what):
 
 
 @exercise("ch16-attention", forbid=MODEL_CALLS + (_OWN + "_attention",), because=_MODEL_BECAUSE)
-def check_ch16_attention(causal_self_attention, generator=None):
+def check_ch16_attention(causal_self_attention, *, generator=None):
     """causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache) → (out, (k, v)),
     against mathref.gpt.CausalSelfAttention (RoPE, no biases, no QK-norm) with its KVCache."""
     expect_callable(causal_self_attention,
@@ -409,7 +409,7 @@ BLOCK_KEYS = ("ln_1.weight", "attn.w_q.weight", "attn.w_k.weight", "attn.w_v.wei
 
 
 @exercise("ch16-block", forbid=MODEL_CALLS + (_OWN + "_block",), because=_MODEL_BECAUSE)
-def check_ch16_block(block_forward, generator=None):
+def check_ch16_block(block_forward, *, generator=None):
     """block_forward(x, params, n_head, parts, cache) → (x, cache) against mathref.gpt.Block."""
     expect_callable(block_forward, "block_forward(x, params, n_head, parts, cache=None)")
     remote = _remote(block_forward)
@@ -485,7 +485,7 @@ def _unpack_gpt(result, what):
 
 
 @exercise("ch16-gpt-forward", forbid=MODEL_CALLS, because=_MODEL_BECAUSE)
-def check_ch16_gpt_forward(gpt_forward, generator=None):
+def check_ch16_gpt_forward(gpt_forward, *, generator=None):
     """gpt_forward(idx, params, n_head, n_layer, parts, caches) → (logits, caches) against
     mathref.GPT (modern style: RoPE, RMSNorm, SwiGLU, untied head, no biases, no QK-norm)."""
     expect_callable(gpt_forward, "gpt_forward(idx, params, n_head, n_layer, parts, caches=None)")
@@ -542,7 +542,7 @@ def _triple(result, what):
 
 @exercise("ch16-adamw", forbid=OPTIMIZER_CALLS,
           because="write the AdamW update from its equations yourself")
-def check_ch16_adamw(adamw_update, generator=None):
+def check_ch16_adamw(adamw_update, *, generator=None):
     """adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay) → (p, m, v), five steps
     against mathref.optim.AdamW."""
     expect_callable(adamw_update, "adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay)")
@@ -610,7 +610,7 @@ def _adamw_mistakes(p, m, v, g, t, lr, betas, eps, wd):
 
 @exercise("ch16-schedule", forbid=SCHEDULE_CALLS,
           because="write the warm-up and the cosine from their formulas yourself")
-def check_ch16_schedule(warmup_cosine_lr, generator=None):
+def check_ch16_schedule(warmup_cosine_lr, *, generator=None):
     """warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min) against
     mathref.optim.warmup_cosine at every step 0 … total_steps + 3."""
     expect_callable(warmup_cosine_lr,
@@ -655,7 +655,7 @@ def check_ch16_schedule(warmup_cosine_lr, generator=None):
 
 @exercise("ch16-clip", forbid=CLIP_CALLS,
           because="compute the global norm and the scale yourself")
-def check_ch16_clip(clip_global_norm, generator=None):
+def check_ch16_clip(clip_global_norm, *, generator=None):
     """clip_global_norm(grads, max_norm) → (clipped grads, norm before clipping) against
     mathref.optim.clip_grad_norm_."""
     expect_callable(clip_global_norm, "clip_global_norm(grads, max_norm)")
@@ -791,7 +791,7 @@ def _probs_why(got, last, temperature, top_k, top_p):
 
 @exercise("ch16-generate", forbid=GENERATE_CALLS,
           because="pick the next token or build its distribution yourself")
-def check_ch16_generate(generate, generator=None):
+def check_ch16_generate(generate, *, generator=None):
     """generate(step, prompt, max_new_tokens, temperature, top_k, top_p, draw): greedy tokens
     and sampling distributions against a float64 reference along the learner's own sequence,
     the prompt fed once and then one token per call."""
@@ -898,7 +898,7 @@ def _tiny_logits(params, x):
 @exercise("ch16-train-step", forbid=TRAIN_CALLS,
           because="write the step from your parts: the loss, its gradients, the clipping, the "
                   "rate and the AdamW update")
-def check_ch16_train_step(train_step, generator=None):
+def check_ch16_train_step(train_step, *, generator=None):
     """train_step(logits_fn, params, x, y, m, v, step, cfg, parts) → (params, m, v, loss) for
     six consecutive steps (warm-up, cosine, clipping that bites or not) against mathref's
     AdamW, clip_grad_norm_ and warmup_cosine on the same weights and batch, in float64."""

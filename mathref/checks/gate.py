@@ -172,6 +172,7 @@ _INFRASTRUCTURE = frozenset((
     "typing_extensions", "IPython", "ipykernel", "zmq", "jupyter_client", "jupyter_core",
     "traitlets", "tornado", "comm", "debugpy", "_pytest", "pytest", "pluggy", "execnet", "xdist",
     "nbclient", "nbformat", "matplotlib_inline", "_distutils_hack",
+    "hypothesis",     # the test suite's property tests: its gc callback fires inside a check
     "__editable___mathref_0_2_0_dev0_finder"))
 # the standard library's ways to run code elsewhere, where the gate does not see it
 _STDLIB_REFUSED = ("multiprocessing", "concurrent", "subprocess.py", "asyncio")

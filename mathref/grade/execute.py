@@ -26,6 +26,9 @@ from mathref.grade.collect import (MAX_SUBMISSION_BYTES, VERDICTS, _one_line, _s
 _PACKAGE = Path(__file__).resolve().parents[1]          # .../mathref
 
 
+# the checker machinery the student's process runs (the rules and the gate on what runs, and each
+# exercise's allowance); no checker, no oracle
+_STUDENT_CHECK_FILES = {"core.py", "gate.py", "allowances.py"}
 _STUDENT_CHECKS = '''"""No checkers here: they stay with the grader, which runs them outside this sandbox."""
 from mathref.checks.core import CHECKS, CheckFailure, ExerciseCheckFailed, exercise  # noqa: F401
 
@@ -66,7 +69,7 @@ class _Session:
         shutil.copytree(_PACKAGE, self.lib / "mathref", ignore=ignore)
         shutil.copytree(_PACKAGE, self.student_lib / "mathref",
                         ignore=lambda folder, names: ignore(folder, names) | (
-                            {n for n in names if n != "core.py"}
+                            {n for n in names if n not in _STUDENT_CHECK_FILES}
                             if Path(folder).name == "checks" else set()))
         (self.student_lib / "mathref" / "checks" / "__init__.py").write_text(
             _STUDENT_CHECKS, encoding="utf-8")
