@@ -3,6 +3,7 @@ trusted side decodes, and what the policy refuses before anything runs. The same
 through the real CLI are in tests/test_grade.py."""
 import io
 import os
+import re
 import threading
 import zipfile
 
@@ -269,7 +270,11 @@ def test_the_student_snapshot_has_no_checkers(tmp_path):
     session, other = (_Session(load_assignment(tmp_path / "a.ipynb")) for _ in range(2))
     try:
         checks = session.student_lib / "mathref" / "checks"
-        assert sorted(p.name for p in checks.iterdir()) == ["__init__.py", "core.py"]
+        # the rules, the gate and the allowances the student's process applies; no checker
+        assert sorted(p.name for p in checks.iterdir()) == [
+            "__init__.py", "allowances.py", "core.py", "gate.py"]
+        assert not any(re.search(r"^(@exercise\(|def check_ch)", p.read_text(), re.M)
+                       for p in checks.iterdir())
         assert (session.lib / "mathref" / "checks" / "ch01.py").exists()
         assert session.seed != other.seed          # each run draws its own inputs
     finally:
