@@ -471,6 +471,24 @@ def test_a_rule_conditional_on_the_arguments_is_applied_in_the_worker(tmp_path):
     assert all(row[label] == "pass" for label in others), run.stdout
 
 
+# what H1 and H2 do once they hold exec: switch the worker's rules off, then answer with
+# torch.optim.Adam itself
+_UNRULED_TORCH_ADAM = (
+    'ex("import sys\\nw = sys.modules[m]\\nw.WorkerEndpoint.call_local = lambda self, target, args, kwargs: target(*args, **kwargs)\\n", {"m": D + "main" + D})\n'
+    'import torch\n'
+    'def adam_step(theta, grad, m, v, t, lr, beta1, beta2, eps):\n'
+    '    p = theta.detach().clone()\n'
+    '    opt = torch.optim.Adam([p], lr=lr, betas=(beta1, beta2), eps=eps)\n'
+    '    self = p\n'
+    '    self.grad = grad.detach().clone()\n'
+    '    st = opt.state[p]\n'
+    '    st["step"] = torch.tensor(float(t - 1))\n'
+    '    st["exp_avg"] = m.detach().clone()\n'
+    '    st["exp_avg_sq"] = v.detach().clone()\n'
+    '    opt.step()\n'
+    '    return p.detach(), st["exp_avg"], st["exp_avg_sq"]\n'
+)
+
 # the red team's reproducers (issue 33's follow-up): computed attribute access through
 # functools.update_wrapper (H1) and a match class pattern (H2), each switching the worker's
 # rules off; a decoy bound through an alias named self (H3)
@@ -491,20 +509,7 @@ RED_TEAM = {
         'g = peek(helper, D + "globals" + D)\n'
         'b = g[D + "builtins" + D]\n'
         'ex = b["exec"] if isinstance(b, dict) else peek(b, "exec")\n'
-        'ex("import sys\\nw = sys.modules[m]\\nw.WorkerEndpoint.call_local = lambda self, target, args, kwargs: target(*args, **kwargs)\\n", {"m": D + "main" + D})\n'
-        'import torch\n'
-        'def adam_step(theta, grad, m, v, t, lr, beta1, beta2, eps):\n'
-        '    p = theta.detach().clone()\n'
-        '    opt = torch.optim.Adam([p], lr=lr, betas=(beta1, beta2), eps=eps)\n'
-        '    self = p\n'
-        '    self.grad = grad.detach().clone()\n'
-        '    st = opt.state[p]\n'
-        '    st["step"] = torch.tensor(float(t - 1))\n'
-        '    st["exp_avg"] = m.detach().clone()\n'
-        '    st["exp_avg_sq"] = v.detach().clone()\n'
-        '    opt.step()\n'
-        '    return p.detach(), st["exp_avg"], st["exp_avg_sq"]\n'
-    )),
+    ) + _UNRULED_TORCH_ADAM),
     "h2": ("ch06-adam-step", (
         'D = "_" * 2\n'
         'def helper():\n'
@@ -518,20 +523,7 @@ RED_TEAM = {
         '        ex = b["exec"]\n'
         '    case object(exec=e):\n'
         '        ex = e\n'
-        'ex("import sys\\nw = sys.modules[m]\\nw.WorkerEndpoint.call_local = lambda self, target, args, kwargs: target(*args, **kwargs)\\n", {"m": D + "main" + D})\n'
-        'import torch\n'
-        'def adam_step(theta, grad, m, v, t, lr, beta1, beta2, eps):\n'
-        '    p = theta.detach().clone()\n'
-        '    opt = torch.optim.Adam([p], lr=lr, betas=(beta1, beta2), eps=eps)\n'
-        '    self = p\n'
-        '    self.grad = grad.detach().clone()\n'
-        '    st = opt.state[p]\n'
-        '    st["step"] = torch.tensor(float(t - 1))\n'
-        '    st["exp_avg"] = m.detach().clone()\n'
-        '    st["exp_avg_sq"] = v.detach().clone()\n'
-        '    opt.step()\n'
-        '    return p.detach(), st["exp_avg"], st["exp_avg_sq"]\n'
-    )),
+    ) + _UNRULED_TORCH_ADAM),
     "h3": ("ch06-warmup-cosine", (
         'import mathref.optim\n'
         'import functools\n'

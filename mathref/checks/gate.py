@@ -26,6 +26,7 @@ runs in the student's own process, so under the grader it is advisory: the grade
 trusted-side check.
 """
 import os
+import re
 import sys
 import threading
 from types import ModuleType as _ModuleType
@@ -172,8 +173,10 @@ _INFRASTRUCTURE = frozenset((
     "typing_extensions", "IPython", "ipykernel", "zmq", "jupyter_client", "jupyter_core",
     "traitlets", "tornado", "comm", "debugpy", "_pytest", "pytest", "pluggy", "execnet", "xdist",
     "nbclient", "nbformat", "matplotlib_inline", "_distutils_hack",
-    "hypothesis",     # the test suite's property tests: its gc callback fires inside a check
-    "__editable___mathref_0_2_0_dev0_finder"))
+    "hypothesis"))    # the test suite's property tests: its gc callback fires inside a check
+# (pip's editable install puts its import hook in site-packages as
+# __editable___<project>_<version>_finder.py: any version of mathref's)
+_EDITABLE_FINDER = re.compile(r"__editable___mathref_[0-9A-Za-z_]+_finder(\.py)?")
 # the standard library's ways to run code elsewhere, where the gate does not see it
 _STDLIB_REFUSED = ("multiprocessing", "concurrent", "subprocess.py", "asyncio")
 # C modules whose functions are refused when called from Python during a check
@@ -222,7 +225,8 @@ def _classify(filename, gate):
         return None
     if _SITE in path:
         package = path.split(_SITE, 1)[1].split(os.sep)[0]
-        if package.removesuffix(".py") in _INFRASTRUCTURE or package in gate.modules:
+        if (package.removesuffix(".py") in _INFRASTRUCTURE or package in gate.modules
+                or _EDITABLE_FINDER.fullmatch(package)):
             return None
         return f"the package {package.removesuffix('.py')}"
     if path.startswith(_STDLIB):
