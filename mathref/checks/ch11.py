@@ -152,7 +152,8 @@ def check_ch11_softmax_backward(softmax_backward_rows):
     differences would bypass the derivation), the library backward passes and
     mathref.losses.softmax_jacobian are refused. The tolerance (rtol 1e-13, atol 1e-14) is a few
     dozen times what the exact formula is off by in float64 (≤ 3e-16) and far below what
-    finite differences of a hand-written softmax reach (≥ 2e-13 even with a 4th-order stencil)."""
+    float64 finite differences of a hand-written softmax reach (≥ 2e-13 even with a 4th-order
+    stencil; decimal and fractions, where they could go further, are refused)."""
     expect_callable(softmax_backward_rows, "softmax_backward_rows(P, G_P)")
     cases = [(_randn(4, 5, seed=0), "a [4, 5] batch of rows"),
              (_randn(2, 3, 4, 6, seed=1) * 3, "scores of shape [2, 3, 4, 6]")]

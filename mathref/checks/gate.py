@@ -16,8 +16,10 @@ at what actually runs, whatever name reached it:
   autograd", from ``torch.autograd``'s differentiating code, is refused by its file; a copy of
   a refused function (``types.FunctionType(f.__code__, ...)``, ``importlib.reload``,
   ``exec(inspect.getsource(f))``) is refused by its bytecode. C functions called from Python
-  are refused by their module (NumPy's, ``cmath``), as are thread and process starts (the modes
-  above hold in the calling thread only).
+  are refused by their module (NumPy's, ``cmath``, ``decimal``'s: arbitrary precision would
+  let finite differences meet a derivation's tolerance), as are thread and process starts (the
+  modes above hold in the calling thread only) and the answer setting or clearing the profile
+  and trace hooks the gate stands on (a hook replaced unseen is found when the check ends).
 * **"Without autograd" means no graph**: no tensor that requires grad may be made and grad mode
   may not be turned back on.
 
@@ -178,9 +180,12 @@ _INFRASTRUCTURE = frozenset((
 # __editable___<project>_<version>_finder.py: any version of mathref's)
 _EDITABLE_FINDER = re.compile(r"__editable___mathref_[0-9A-Za-z_]+_finder(\.py)?")
 # the standard library's ways to run code elsewhere, where the gate does not see it
-_STDLIB_REFUSED = ("multiprocessing", "concurrent", "subprocess.py", "asyncio")
+_STDLIB_REFUSED = ("multiprocessing", "concurrent", "subprocess.py", "asyncio",
+                   # and its arbitrary-precision numbers: finite differences at 60 digits meet
+                   # any float64 tolerance a derivation exercise sets
+                   "decimal.py", "_pydecimal.py", "fractions.py")
 # C modules whose functions are refused when called from Python during a check
-_C_REFUSED = ("numpy", "scipy", "cmath", "_posixsubprocess", "mpmath", "sympy", "gmpy2",
+_C_REFUSED = ("numpy", "scipy", "cmath", "_posixsubprocess", "mpmath", "sympy", "gmpy2", "decimal",
               "tokenizers", "transformers", "networkx", "torch._C._functorch")
 # PyTorch's switches for the modes this gate relies on: refused when the answer calls them
 _MODE_SWITCHES = frozenset(("handle_torch_function", "_pop_mode", "_pop_mode_temporarily",
@@ -189,6 +194,11 @@ _MODE_SWITCHES = frozenset(("handle_torch_function", "_pop_mode", "_pop_mode_tem
                   "_disable_current_modes", "_DisableTorchDispatch", "DisableTorchFunction",
                   "DisableTorchFunctionSubclass", "_len_torch_function_stack",
                   "_get_function_stack_at", "_get_dispatch_stack_at"))
+# the hooks this gate stands on (sys.setprofile above all): an answer that sets or clears one
+# switches the gate off for the rest of the check (sys's C functions, threading's Python ones)
+_HOOK_SWITCHES = frozenset(("setprofile", "settrace", "setprofile_all_threads",
+                            "settrace_all_threads"))
+_THREADING = os.path.abspath(threading.__file__)
 # the frames of the checker that calls the answer (where an expected value may sit): sys's
 # C functions, inspect's Python ones
 _FRAMES = frozenset(("_getframe", "_current_frames"))
@@ -404,6 +414,9 @@ class Gate:
                 return
             if verdict is None and code.co_name in _MODE_SWITCHES and _from_answer(frame.f_back):
                 self._profile_refuse(code.co_name, "torch.overrides: it switches off the checks")
+            if verdict is None and code.co_name in _HOOK_SWITCHES \
+                    and code.co_filename == _THREADING and _from_answer(frame.f_back):
+                self._profile_refuse(code.co_name, "threading: it switches off the checks")
             if verdict is None and code.co_name in _INSPECT_FRAMES \
                     and code.co_filename == _INSPECT and _from_answer(frame.f_back):
                 self._profile_refuse(code.co_name, "inspect: the checker's frames")
@@ -429,6 +442,9 @@ class Gate:
                 verdict = "torch._C: it switches off the checks"
             elif verdict is None and name in _FRAMES and getattr(arg, "__module__", "") == "sys":
                 verdict = "sys: the checker's frames"
+            elif verdict is None and name in _HOOK_SWITCHES \
+                    and getattr(arg, "__module__", "") == "sys":
+                verdict = "sys: it switches off the checks"
             if verdict is not None and not _importing(frame):
                 self._profile_refuse(getattr(arg, "__qualname__", repr(arg)), verdict)
 
@@ -467,6 +483,9 @@ class Gate:
         return self
 
     def __exit__(self, kind, error, traceback):
+        if not self.hits and sys.getprofile() != self._profile:
+            # (a hook replaced in a way the gate did not see, or one its refusal removed)
+            self.hits.append(self.message("sys.setprofile", "sys: the gate's hook was replaced"))
         # (a profiler written in C, cProfile's, cannot be put back from Python)
         sys.setprofile(self._saved[0] if callable(self._saved[0]) else None)
         threading.setprofile(self._saved[1] if callable(self._saved[1]) else None)

@@ -279,6 +279,24 @@ GATE_SHORTCUTS["frames"] = [
                             "            return info.frame.f_locals['want'].clone()\n"),
 ]
 
+# 11. the gate's own hooks: an answer that clears sys.setprofile (a second read of chapter 11
+# found NumPy, the mode switches and autograd's engine unseen after it)
+GATE_SHORTCUTS["hook switches"] = [
+    ("ch11-causal-mask", "import sys\nimport numpy as np\nimport torch\n\n"
+                         "def causal_additive_mask(T):\n"
+                         "    sys.setprofile(None)\n"
+                         "    return torch.from_numpy(np.triu(np.full((T, T), -np.inf), 1)).float()\n"),
+    ("ch11-causal-mask", "import sys\nimport numpy as np\nimport torch\n\n"
+                         "def causal_additive_mask(T):\n"
+                         "    getattr(sys, 'set' + 'profile')(lambda *args: None)\n"
+                         "    return torch.from_numpy(np.triu(np.full((T, T), -np.inf), 1)).float()\n"),
+    ("ch11-causal-mask", "import sys, threading\nimport numpy as np\nimport torch\n\n"
+                         "def causal_additive_mask(T):\n"
+                         "    threading.setprofile(None)\n"
+                         "    sys.settrace(None)\n"
+                         "    return torch.from_numpy(np.triu(np.full((T, T), -np.inf), 1)).float()\n"),
+]
+
 # wrong answers the reads found accepted, each now exposed by an input (issue 34)
 CLOSED_WRONG = [
     ("ch02-steepest-descent", "import torch\n\n"
