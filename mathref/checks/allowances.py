@@ -52,7 +52,7 @@ ALLOWANCES = {
     "ch10-one-hot-embedding": dict(ops=("one_hot",), allows="F.one_hot"),
     "ch10-bpe-encode": dict(mathref=("mathref.tokenizers",),
                             allows="mathref.tokenizers' pre-tokenization pattern"),
-    "ch11-attention": dict(ops=SOFTMAX, allows="torch.softmax"),
+    "ch11-attention": dict(ops=SOFTMAX + LOG_SOFTMAX, allows="torch.softmax (or log_softmax, logsumexp)"),
     "ch11-gqa-backward": dict(ops=SOFTMAX, mathref=ATTENTION_HELPERS, allows="torch.softmax"),
     # the per-head attention may be PyTorch's: the exercise is the head split and merge
     "ch11-multi-head": dict(

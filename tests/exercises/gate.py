@@ -262,6 +262,12 @@ GATE_RIGHT = [
                           "def output_delta(Y_hat, Y):\n"
                           "    with torch.no_grad():\n"
                           "        return 2 * (Y_hat - Y) / Y.shape[0]\n"),
+    # a stable softmax of its own: exp(s − logsumexp s) (chapter 11's second read: refused before)
+    ("ch11-attention", "import math, torch\n\n"
+                       "def attention(q, k, v, mask=None):\n"
+                       "    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+                       "    s = s if mask is None else s + mask\n"
+                       "    return (s - s.logsumexp(-1, keepdim=True)).exp() @ v\n"),
 ]
 
 # 9. the checker's own frames (an expected value computed before the call sits there)
