@@ -246,7 +246,7 @@ def check_ch08_batch_norm_backward(batch_norm_backward):
                    f"{name} for {where}: off by {off:.1e} relative to its largest entry. The "
                    "exact formula is within float64 rounding (about 1e-14); an error of this size "
                    "is what float64 finite differences leave. Derive the gradient: "
-                   "finite differences are not allowed")
+                   "the exact formula is within rounding")
     return "the LayerNorm backward on the batch axis: means over n, per feature; dγ = Σ dy ⊙ x̂, dβ = Σ dy"
 
 
