@@ -36,3 +36,20 @@ def batch_norm_backward_by_autograd(dy, x, gamma, eps=1e-5):
 def test_autograd_answers_fail_the_without_autograd_exercises(label, cheat):
     with pytest.raises(ExerciseCheckFailed, match="without autograd"):
         CHECKS[label](cheat)
+
+
+@pytest.mark.parametrize("label, answer", [
+    ("ch05-perplexity", lambda nlls: torch.exp(nlls.float().mean())),
+    ("ch05-bits-per-byte", lambda nlls, text: nlls.float().sum() / (len(text.encode()) * 0.6931471805599453)),
+])
+def test_a_float32_result_is_told_its_dtype(label, answer):
+    """A scalar answer right to float32 precision fails with the dtype named (second read of
+    chapter 5: 'expected 65, got 65.00004578' said nothing of why)."""
+    with pytest.raises(ExerciseCheckFailed, match="your result is torch.float32: compute in float64"):
+        CHECKS[label](answer)
+
+
+def test_a_wrong_float32_result_is_not_blamed_on_its_dtype():
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch05-perplexity"](lambda nlls: torch.exp(nlls.float().sum()))
+    assert "float64" not in failure.value.message

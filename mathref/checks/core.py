@@ -178,12 +178,18 @@ def _as_float(value, what):
 
 def expect_close(actual, expected, what, rtol=1e-6, atol=1e-9):
     """Fail unless the number ``actual`` is within rtol/atol of ``expected`` (inf == inf)."""
+    low = getattr(actual, "dtype", None) in (torch.float32, torch.float16, torch.bfloat16)
+    dtype = actual.dtype if low else None
     actual = _as_float(actual, what)
+    # close to the answer in a low precision: the likeliest cause is the dtype
+    hint = (f" (your result is {dtype}: compute in float64, the dtype of the inputs)"
+            if low and math.isfinite(expected) and abs(actual - expected) <= 1e-3 * abs(expected)
+            else "")
     if math.isinf(expected) or math.isnan(expected):
         ok = actual == expected or (math.isnan(expected) and math.isnan(actual))
     else:
         ok = math.isfinite(actual) and abs(actual - expected) <= atol + rtol * abs(expected)
-    expect(ok, f"{what}: expected {expected:.10g}, got {actual:.10g}")
+    expect(ok, f"{what}: expected {expected:.10g}, got {actual:.10g}{hint}")
 
 
 def as_tensor(value, what, tensor_only=False):
