@@ -39,7 +39,10 @@ def check_ch02_steepest_descent(steepest_descent_direction):
     for g in cases:
         u = steepest_descent_direction(g.clone())
         what = f"direction for gradient {g.flatten().tolist()[:3]}..."
-        expect(not isinstance(u, torch.Tensor) or u.dtype == g.dtype,
+        # the type first: the messages below read u.dtype
+        expect(isinstance(u, torch.Tensor), f"{what}: expected a torch.Tensor, got "
+               f"{type(u).__name__}")
+        expect(u.dtype == g.dtype,
                f"{what}: your tensor is {str(u.dtype).replace('torch.', '')}: return a tensor in "
                f"grad's dtype ({str(g.dtype).replace('torch.', '')})")
         expect(not _matches(u, g / g.norm()), f"{what}: your vector is +g/‖g‖, the direction "
@@ -89,7 +92,10 @@ def check_ch02_mse_gradient(mse_gradient):
                "expected a pair (grad_W, grad_b)")
         where = f"N={N}, d={d}, m={m}"
         for name, g, w in (("grad_W", got[0], want_W), ("grad_b", got[1], want_b)):
-            expect(not isinstance(g, torch.Tensor) or g.dtype == X.dtype,
+            # the type first: the messages below read g.dtype
+            expect(isinstance(g, torch.Tensor), f"{name} for {where}: expected a torch.Tensor, "
+                   f"got {type(g).__name__}")
+            expect(g.dtype == X.dtype,
                    f"{name} for {where}: your tensor is {str(g.dtype).replace('torch.', '')}: "
                    f"return tensors in X's dtype (float64)")
             expect(not _matches(g, -w), f"{name} for {where} has the wrong sign: the residual "
@@ -196,7 +202,8 @@ def check_ch02_least_squares(solve_least_squares):
     y = X @ torch.tensor([1.0, 2.0], dtype=torch.float64) + 0.5
     w, b = _on_design_matrix(solve_least_squares, X.float(), y.float(), also=_TO_NUMPY)
     for name, v in (("w", w), ("b", b)):
-        expect(not isinstance(v, torch.Tensor) or v.dtype == torch.float32,
+        as_tensor(v, f"{name} on an ill-conditioned float32 problem", tensor_only=True)
+        expect(v.dtype == torch.float32,
                f"{name} on an ill-conditioned float32 problem: your answer is {v.dtype}, not "
                f"float32. Work in X's dtype: torch.linalg.lstsq on the float32 design matrix is "
                f"accurate, and converting to float64 would only hide what forming XᵀX does")
