@@ -23,16 +23,27 @@ BACKWARD = ("nll_loss_backward", "_log_softmax_backward_data", "_softmax_backwar
 ALLOWANCES = {
     # the statements allow an eigenvalue routine: the exercise is the formula from λ_min, λ_max
     "ch01-best-constant-step": dict(ops=EIGENVALUES, allows="an eigenvalue routine"),
-    "ch02-max-stable-lr": dict(ops=EIGENVALUES, allows="an eigenvalue routine"),
-    # a solver for the normal equations or a factorization (lstsq itself: only on the matrix
-    # it was given, by the exercise's own rule)
+    # (the trace, a sum of the diagonal, as well: 2/tr H is a wrong answer, not a shortcut)
+    "ch02-max-stable-lr": dict(ops=EIGENVALUES + ("trace",),
+                               allows="an eigenvalue routine and torch.trace"),
+    # ‖g‖ by any name: the Frobenius norm of a matrix-shaped gradient is its Euclidean length
+    # (its other orders too, which run an SVD: they give a vector of the wrong length)
+    "ch02-steepest-descent": dict(ops=("linalg_matrix_norm", "linalg_norm", "linalg_svdvals",
+                                       "_linalg_svd", "_linalg_check_errors"),
+                                  allows="torch.linalg.norm and matrix_norm"),
+    # least squares on the design matrix (lstsq, pinv, QR, SVD: only on the matrix it was
+    # given, by the exercise's own rule), and LU, eigh and det, which the statement lets solve
+    # the normal equations so that its ill-conditioned case fails them on accuracy. solve, inv
+    # and cholesky are refused by name (the statement says so): not here either, so that
+    # torch.ops.aten's names for them are refused too
     "ch02-least-squares": dict(
         ops=("linalg_lstsq", "linalg_pinv", "linalg_qr", "linalg_solve_triangular",
-             "linalg_solve", "_linalg_solve_ex", "linalg_solve_ex", "linalg_inv", "linalg_inv_ex",
-             "linalg_cholesky", "linalg_cholesky_ex", "cholesky_solve", "_cholesky_solve_helper",
-             "triangular_solve", "_linalg_svd", "linalg_svd"),
+             "triangular_solve", "_linalg_svd", "linalg_svd", "linalg_lu_factor",
+             "linalg_lu_factor_ex", "linalg_lu_solve", "linalg_lu", "lu_unpack", "linalg_eigh",
+             "_linalg_eigh", "linalg_eigvalsh", "linalg_det", "_linalg_det", "_linalg_check_errors"),
         mathref=("mathref.linear_regression",),
-        allows="a linear solver or factorization (torch.linalg)"),
+        allows="lstsq, pinv, QR and SVD on the design matrix, solve_triangular, and LU, eigh "
+               "and det (torch.linalg.solve, inv and cholesky are refused)"),
     # σ from mathref.nn, the chapter's own forward pass
     "ch03-sigmoid-derivative": dict(mathref=("mathref.nn",), allows="mathref.nn.sigmoid"),
     "ch03-two-layer-backward": dict(mathref=("mathref.nn",), allows="mathref.nn.sigmoid"),

@@ -385,3 +385,45 @@ def grad_b_as_list(X, W, b, Y):
 
 WRONG_ANSWERS["ch02-steepest-descent"].append(direction_as_list)
 WRONG_ANSWERS["ch02-mse-gradient"].append(grad_b_as_list)
+
+
+# A fresh read of chapter 2 (N5, N6): the statements, the allowance and the gate agree.
+# ‖g‖ by torch.linalg's names and torch.trace are allowed: right answers with them pass
+RIGHT_ANSWERS["ch02-steepest-descent"] += [
+    "import torch\n\n"
+    "def steepest_descent_direction(grad):\n"
+    "    norm = torch.linalg.matrix_norm(grad) if grad.dim() == 2 else torch.linalg.norm(grad)\n"
+    "    return -grad / norm\n",
+]
+RIGHT_ANSWERS["ch02-max-stable-lr"] += [
+    # the trace only rescales H before the eigenvalue routine
+    "import torch\n\n"
+    "def max_stable_lr(X):\n"
+    "    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)\n"
+    "    H = (2 / len(X)) * Xt.T @ Xt\n"
+    "    t = torch.trace(H)\n"
+    "    return 2.0 / (t * torch.linalg.eigvalsh(H / t).max()).item()\n",
+]
+# the solvers the statement refuses by name, reached by torch.ops.aten's names, and NumPy's
+# eigenvalue routine where the statement says NumPy is refused
+SHORTCUTS["ch02-least-squares"] += [
+    "import torch\n\n"
+    "def solve_least_squares(X, y):\n"
+    "    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)\n"
+    "    theta = torch.ops.aten.linalg_solve(Xt.T @ Xt, Xt.T @ y)\n"
+    "    return theta[:-1], theta[-1]\n",
+]
+SHORTCUTS["ch02-max-stable-lr"] += [
+    "import numpy as np\n\n"
+    "def max_stable_lr(X):\n"
+    "    Xt = np.concatenate([X.numpy(), np.ones((len(X), 1))], axis=1)\n"
+    "    return 2.0 / np.linalg.eigvalsh((2 / len(X)) * Xt.T @ Xt).max()\n",
+]
+
+
+def lr_two_over_trace(X):          # tr H ≥ λ_max: a bound, not the threshold
+    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)
+    return 2.0 / torch.trace((2.0 / X.shape[0]) * Xt.T @ Xt).item()
+
+
+WRONG_ANSWERS["ch02-max-stable-lr"].append(lr_two_over_trace)
