@@ -73,7 +73,7 @@ def _autograd_mse(X, W, b, Y):
                   "torch.nn.functional.mse_loss", "torch.ops.aten.mse_loss_backward")
           + AUTOGRAD_FUNCTIONAL,
           because="mse_gradient must compute the gradient from equation (ch02-linreg-grad), not "
-                  "call a function that does it or take differences of the loss")
+                  "call a function that does it or ask autograd")
 def check_ch02_mse_gradient(mse_gradient):
     """mse_gradient(X, W, b, Y) returns (∂L/∂W, ∂L/∂b) for L = (1/N)‖XW + b − Y‖²."""
     expect_callable(mse_gradient, "mse_gradient(X, W, b, Y)")
