@@ -70,6 +70,8 @@ ALLOWANCES = {
         ops=SOFTMAX + ("scaled_dot_product_attention", "_scaled_dot_product_attention_math",
                        "_scaled_dot_product_flash_attention_for_cpu"),
         allows="torch.softmax and F.scaled_dot_product_attention for each head"),
+    # a width rounded up from 8d/3: exact fractions are a fair way to round
+    "ch13-swiglu-width": dict(modules=("fractions",), allows="exact fractions"),
     # rotations as complex multiplication
     "ch12-rope-half": dict(ops=COMPLEX,
                            mathref=POSITIONS, allows="complex numbers and mathref.positions"),

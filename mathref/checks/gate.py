@@ -16,8 +16,9 @@ at what actually runs, whatever name reached it:
   autograd", from ``torch.autograd``'s differentiating code, is refused by its file; a copy of
   a refused function (``types.FunctionType(f.__code__, ...)``, ``importlib.reload``,
   ``exec(inspect.getsource(f))``) is refused by its bytecode. C functions called from Python
-  are refused by their module (NumPy's, ``cmath``, ``decimal``'s: arbitrary precision would
-  let finite differences meet a derivation's tolerance), as are thread and process starts (the
+  are refused by their module (NumPy's, ``cmath``, and unless the exercise allows them
+  ``decimal``'s and ``fractions``': in arbitrary precision finite differences meet a
+  derivation's tolerance), as are thread and process starts (the
   modes above hold in the calling thread only) and the answer setting or clearing the profile
   and trace hooks the gate stands on (a hook replaced unseen is found when the check ends).
 * **"Without autograd" means no graph**: no tensor that requires grad may be made and grad mode
@@ -180,12 +181,13 @@ _INFRASTRUCTURE = frozenset((
 # __editable___<project>_<version>_finder.py: any version of mathref's)
 _EDITABLE_FINDER = re.compile(r"__editable___mathref_[0-9A-Za-z_]+_finder(\.py)?")
 # the standard library's ways to run code elsewhere, where the gate does not see it
-_STDLIB_REFUSED = ("multiprocessing", "concurrent", "subprocess.py", "asyncio",
-                   # and its arbitrary-precision numbers: finite differences at 60 digits meet
-                   # any float64 tolerance a derivation exercise sets
-                   "decimal.py", "_pydecimal.py", "fractions.py")
+_STDLIB_REFUSED = ("multiprocessing", "concurrent", "subprocess.py", "asyncio")
+# and its arbitrary-precision numbers, unless the exercise allows them (its ``modules``):
+# finite differences at 60 digits meet any float64 tolerance a derivation sets, and a naive
+# formula in decimal never overflows where the exercise is about overflow
+_STDLIB_PRECISION = {"decimal.py": "decimal", "_pydecimal.py": "decimal", "fractions.py": "fractions"}
 # C modules whose functions are refused when called from Python during a check
-_C_REFUSED = ("numpy", "scipy", "cmath", "_posixsubprocess", "mpmath", "sympy", "gmpy2", "decimal",
+_C_REFUSED = ("numpy", "scipy", "cmath", "_posixsubprocess", "mpmath", "sympy", "gmpy2",
               "tokenizers", "transformers", "networkx", "torch._C._functorch")
 # PyTorch's switches for the modes this gate relies on: refused when the answer calls them
 _MODE_SWITCHES = frozenset(("handle_torch_function", "_pop_mode", "_pop_mode_temporarily",
@@ -243,6 +245,8 @@ def _classify(filename, gate):
         rel = os.path.relpath(path, _STDLIB).split(os.sep)
         if rel[0] in _STDLIB_REFUSED:
             return f"the standard library's {rel[0].removesuffix('.py')} (code run elsewhere)"
+        if rel[0] in _STDLIB_PRECISION and _STDLIB_PRECISION[rel[0]] not in gate.modules:
+            return f"the standard library's {_STDLIB_PRECISION[rel[0]]} (arbitrary-precision numbers)"
         return None
     return None        # the student's own code (a notebook cell, a file of theirs)
 
@@ -464,6 +468,8 @@ class Gate:
             return "a new thread or process, where this check does not see what runs"
         if self.no_autograd and name in _C_AUTOGRAD:
             return "autograd's C++ engine"
+        if root == "decimal" and "decimal" not in self.modules:
+            return "the C module decimal (arbitrary-precision numbers)"
         return None
 
     def _profile_refuse(self, what, where):
