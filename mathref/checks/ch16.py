@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from mathref.checks.ch13 import ATTENTION_CALLS
 from mathref.checks import core as _core
-from mathref.checks.core import CheckFailure, exercise, expect, expect_callable
+from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, is_remote
 
 __all__ = ["check_ch16_rms_norm", "check_ch16_rope", "check_ch16_swiglu",
            "check_ch16_attention", "check_ch16_block", "check_ch16_gpt_forward",
@@ -170,16 +170,13 @@ def _remote(answer):
     """Whether ``answer`` is the grader's handle to a function running in another process (as
     handed in, or wrapped by mathref.checks.core, whose wrapper holds it in its closure or as
     ``__wrapped__``): its outputs come back as data, without a graph."""
-    def is_handle(value):
-        return bool(getattr(type(value), "_mathref_remote", False))
-
-    if is_handle(answer) or is_handle(getattr(answer, "__wrapped__", None)):
+    if is_remote(answer) or is_remote(getattr(answer, "__wrapped__", None)):
         return True
     code = getattr(answer, "__code__", None)
     if code is not None and code.co_filename == _core.__file__:
         for cell in answer.__closure__ or ():
             try:
-                if is_handle(cell.cell_contents):
+                if is_remote(cell.cell_contents):
                     return True
             except ValueError:          # an empty cell
                 continue

@@ -308,9 +308,16 @@ class ForbiddenCall(CheckFailure):
     """A solution called something its exercise does not allow."""
 
 
+def is_remote(answer):
+    """Whether ``answer`` is the grader's handle to an object in another process: one of
+    mathref.grade.rpc's handle types (an attribute that says so, on any class, does not count)."""
+    rpc = sys.modules.get("mathref.grade.rpc")
+    return rpc is not None and type(answer) in (rpc.Handle, rpc.CallableHandle)
+
+
 def _is_function(answer):
     """A function the student hands in (or the grader's handle to one), not a class or data."""
-    if getattr(type(answer), "_mathref_remote", False):
+    if is_remote(answer):
         return callable(answer)
     return inspect.isfunction(answer) or inspect.ismethod(answer) or \
         isinstance(answer, functools.partial)
@@ -563,7 +570,7 @@ def forbidding(answer, names, label="this exercise", because="this exercise asks
     """``answer`` wrapped so that each call runs under :class:`Forbidden` ``names``. When the
     answer lives in another process (the grader's handle to a student's function), the rule
     travels with the call and is applied there, where the student's code runs."""
-    remote = getattr(type(answer), "_mathref_remote", False)
+    remote = is_remote(answer)
 
     if not callable(answer):
         return answer

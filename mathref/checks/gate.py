@@ -397,6 +397,8 @@ class Gate:
         return False
 
     def _code_verdict(self, code):
+        if code.co_name == "__del__":
+            return None     # a finalizer runs when the garbage collector decides, not for the answer
         verdict = _classify(code.co_filename, self)
         if verdict is not None and code.co_filename.startswith(_CHECKS) and (
                 code.co_name.startswith("__") or code.co_name == "<lambda>"):

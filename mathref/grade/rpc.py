@@ -182,7 +182,7 @@ class Handle:
     """A proxy for an object that lives in the other process."""
 
     __slots__ = ("_endpoint", "_id", "_type", "_name", "__weakref__")
-    _mathref_remote = True   # read by mathref.checks.core: rules travel with calls to it
+    # (mathref.checks.core.is_remote knows it by its type: rules travel with calls to it)
 
     def __init__(self, endpoint, ident, type_name, name):
         object.__setattr__(self, "_endpoint", endpoint)

@@ -18,6 +18,14 @@ GATE_SHORTCUTS = {
                            "        return torch.nn.functional.scaled_dot_product_attention(\n"
                            "            q, k, v, attn_mask=mask)\n\n"
                            "attention = Attention()\n"),
+        # a class that claims to be the grader's handle (chapter 10's second read: every rule
+        # was skipped for it)
+        ("ch11-attention", "import torch.nn.functional as F\n\n"
+                           "class Remote:\n"
+                           "    _mathref_remote = True\n"
+                           "    def __call__(self, q, k, v, mask=None):\n"
+                           "        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n\n"
+                           "attention = Remote()\n"),
         ("ch05-logsumexp", "import functools, torch\n"
                            "stable_logsumexp = functools.partial(torch.logsumexp, dim=0)\n"),
         ("ch08-rms-norm", "import torch\n\n"
