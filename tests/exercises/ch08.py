@@ -368,3 +368,18 @@ def bnb_complex_step(dy, x, gamma, eps=1e-5):
 
 WRONG_ANSWERS["ch08-rms-norm"] += [rms_eps_hard_coded]
 WRONG_ANSWERS["ch08-batch-norm-backward"] += [bnb_complex_step]
+
+
+# ---------------------------------------------------------------- added after the second read of ch. 8
+# the statement forbids running BatchNorm only: the covariance's diagonal and nanmean are allowed
+RIGHT_ANSWERS["ch08-running-stats"] += [
+    "def update_running_stats(x, running_mean, running_var, momentum):\n"
+    "    var = torch.cov(x.T).reshape(x.shape[1], x.shape[1]).diagonal()\n"
+    "    return ((1 - momentum) * running_mean + momentum * x.mean(0),\n"
+    "            (1 - momentum) * running_var + momentum * var)\n",
+    "def update_running_stats(x, running_mean, running_var, momentum):\n"
+    "    mean = x.nanmean(0)\n"
+    "    var = ((x - mean) ** 2).nansum(0) / (x.shape[0] - 1)\n"
+    "    return ((1 - momentum) * running_mean + momentum * mean,\n"
+    "            (1 - momentum) * running_var + momentum * var)\n",
+]
