@@ -201,6 +201,7 @@ _MODE_SWITCHES = frozenset(("handle_torch_function", "_pop_mode", "_pop_mode_tem
 _HOOK_SWITCHES = frozenset(("setprofile", "settrace", "setprofile_all_threads",
                             "settrace_all_threads"))
 _THREADING = os.path.abspath(threading.__file__)
+_TENSOR_PY = os.path.abspath(torch._tensor.__file__)
 # the frames of the checker that calls the answer (where an expected value may sit): sys's
 # C functions, inspect's Python ones
 _FRAMES = frozenset(("_getframe", "_current_frames"))
@@ -420,6 +421,10 @@ class Gate:
                 return
             if verdict is None and code.co_name in _MODE_SWITCHES and _from_answer(frame.f_back):
                 self._profile_refuse(code.co_name, "torch.overrides: it switches off the checks")
+            if verdict is None and code.co_name == "__array__" and code.co_filename == _TENSOR_PY \
+                    and "numpy" not in self.modules and _from_answer(frame.f_back):
+                # a NumPy function handed a tensor (a ufunc call runs no Python code of NumPy's)
+                self._profile_refuse("numpy on a tensor", "NumPy: the tensor became an array")
             if verdict is None and code.co_name in _HOOK_SWITCHES \
                     and code.co_filename == _THREADING and _from_answer(frame.f_back):
                 self._profile_refuse(code.co_name, "threading: it switches off the checks")
@@ -448,6 +453,9 @@ class Gate:
                 verdict = "torch._C: it switches off the checks"
             elif verdict is None and name in _FRAMES and getattr(arg, "__module__", "") == "sys":
                 verdict = "sys: the checker's frames"
+            elif verdict is None and name == "numpy" and isinstance(owner, torch.Tensor) \
+                    and "numpy" not in self.modules:
+                verdict = "NumPy: the tensor became an array"
             elif verdict is None and name in _HOOK_SWITCHES \
                     and getattr(arg, "__module__", "") == "sys":
                 verdict = "sys: it switches off the checks"
