@@ -386,6 +386,19 @@ ALL_SHORTCUT_CHAPTERS = ([path.stem for path in NOTEBOOKS] if os.environ.get("GR
                                "13_transformer"])
 
 
+def _grade_folder_cli(folder, source, tmp_path):
+    """``python -m mathref.grade`` on every notebook in ``folder`` against the student version of
+    ``source`` (two jobs, no execution): the finished run and grades.csv's rows by student."""
+    nbformat.write(make_student_notebook(source), tmp_path / "assignment.ipynb")
+    out = tmp_path / "grades.csv"
+    run = grade_cli(folder, "--assignment", tmp_path / "assignment.ipynb", "--no-execute",
+                    "--jobs", "2", "--exercise-timeout", "120", "--out", out, cwd=tmp_path,
+                    timeout=1200, env=dict(os.environ))
+    assert run.returncode == 0, run.stderr
+    with open(out, newline="", encoding="utf-8") as f:
+        return run, {r["student"]: r for r in csv.DictReader(f)}
+
+
 def _section(report, student):
     """The report's lines about one student (after its ``student: k/n`` line)."""
     lines = report.splitlines()
@@ -421,14 +434,7 @@ def test_an_all_shortcuts_notebook_scores_zero_and_the_reference_full_marks(tmp_
     nbformat.write(source, folder / "reference.ipynb")
     nbformat.write(cheat, folder / "shortcuts.ipynb")
     nbformat.write(patched, folder / "patched.ipynb")
-    nbformat.write(make_student_notebook(source), tmp_path / "assignment.ipynb")
-    out = tmp_path / "grades.csv"
-    run = grade_cli(folder, "--assignment", tmp_path / "assignment.ipynb", "--no-execute",
-                    "--jobs", "2", "--exercise-timeout", "120", "--out", out, cwd=tmp_path,
-                    timeout=1200, env=dict(os.environ))
-    assert run.returncode == 0, run.stderr
-    with open(out, newline="", encoding="utf-8") as f:
-        rows = {r["student"]: r for r in csv.DictReader(f)}
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
     assert rows["reference"]["score"] == str(len(labels)), run.stdout
     assert rows["shortcuts"]["score"] == "0", run.stdout
     for label in labels:
@@ -549,14 +555,7 @@ def test_the_red_teams_reproducers_are_refused_before_running(tmp_path):
         nb = nbformat.from_dict(source)
         solution_cell(nb, label).source = body
         nbformat.write(nb, folder / f"{name}.ipynb")
-    nbformat.write(make_student_notebook(source), tmp_path / "assignment.ipynb")
-    out = tmp_path / "grades.csv"
-    run = grade_cli(folder, "--assignment", tmp_path / "assignment.ipynb", "--no-execute",
-                    "--jobs", "2", "--exercise-timeout", "120", "--out", out, cwd=tmp_path,
-                    timeout=1200, env=dict(os.environ))
-    assert run.returncode == 0, run.stderr
-    with open(out, newline="", encoding="utf-8") as f:
-        rows = {r["student"]: r for r in csv.DictReader(f)}
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
     why = {"h1": "defining `__setattr__`", "h2": "class patterns in `match`",
            "h3": "binding the name `self`"}
     for name, (label, _) in RED_TEAM.items():
@@ -595,15 +594,8 @@ def ch13_attacks(tmp_path_factory):
         nb = nbformat.from_dict(source)
         solution_cell(nb, "ch13-pre-norm-block").source = body
         nbformat.write(nb, folder / f"{name}.ipynb")
-    nbformat.write(make_student_notebook(source), tmp_path / "assignment.ipynb")
     Path("/tmp/mathref-pwned").unlink(missing_ok=True)
-    out = tmp_path / "grades.csv"
-    run = grade_cli(folder, "--assignment", tmp_path / "assignment.ipynb", "--no-execute",
-                    "--jobs", "2", "--exercise-timeout", "120", "--out", out, cwd=tmp_path,
-                    timeout=1200, env=dict(os.environ))
-    assert run.returncode == 0, run.stderr
-    with open(out, newline="", encoding="utf-8") as f:
-        rows = {r["student"]: r for r in csv.DictReader(f)}
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
     others = [label for label in exercise_labels(source) if label != "ch13-pre-norm-block"]
     for row in rows.values():          # the other exercises are graded as usual
         assert all(row[label] == "pass" for label in others), run.stdout
