@@ -367,8 +367,10 @@ class Gate:
 
     # a refusal ---------------------------------------------------------------------------
     def message(self, what, where):
+        # the reason only where the exercise is "without autograd": elsewhere autograd is not
+        # why (a copy of mathref.autograd.topological_order is refused as a copy)
         why = (": this exercise asks for the gradient by hand, without autograd"
-               if "autograd" in what or "autograd" in where else "")
+               if self.no_autograd and ("autograd" in what or "autograd" in where) else "")
         return (f"your solution ran {what} (from {where}), which {self.label} does not "
                 f"allow{why}. It allows {self.allows}")
 

@@ -165,7 +165,50 @@ def vjp_by_finite_differences(x, W, v, h=1e-5):
     return fd(x), fd(W)
 
 
+def _richardson(f, x, h0, levels):
+    """Richardson-extrapolated central differences: the best float64 difference quotient we know
+    of for a smooth scalar function (error far below a plain quotient's, not at rounding)."""
+    d = lambda h: (f(x + h) - f(x - h)) / (2 * h)
+    table = [d(h0 / 2 ** k) for k in range(levels)]
+    for j in range(1, levels):
+        table = [(4 ** j * table[k + 1] - table[k]) / (4 ** j - 1) for k in range(len(table) - 1)]
+    return table[0]
+
+
+def sigmoid_by_richardson(x, y, grad_y):        # h0 = 0.25, 5 levels: passed a 1e-12 tolerance
+    import math
+    return grad_y * _richardson(lambda t: 1 / (1 + math.exp(-t)), x, 0.25, 5)
+
+
+def sigmoid_by_richardson_wide(x, y, grad_y):   # h0 = 0.5, 5 levels: the closest variant tried
+    import math
+    return grad_y * _richardson(lambda t: 1 / (1 + math.exp(-t)), x, 0.5, 5)
+
+
+def vjp_by_richardson(x, W, v):                 # per entry, h0 = 0.125, 5 levels
+    def grad(a, loss):
+        g = torch.zeros_like(a)
+        for i in range(a.numel()):
+            e = torch.zeros_like(a).view(-1)
+            e[i] = 1
+            g.view(-1)[i] = _richardson(lambda t: loss(a + t * e.view_as(a)), 0.0, 0.125, 5)
+        return g
+    loss_x = lambda a: (v * torch.tanh(a @ W)).sum().item()
+    loss_W = lambda a: (v * torch.tanh(x @ a)).sum().item()
+    return grad(x, loss_x), grad(W, loss_W)
+
+
+def silu_by_richardson(x, grad_y):              # per entry, h0 = 0.25, 5 levels
+    import math
+    f = lambda t: t / (1 + math.exp(-t)) if t > -700 else 0.0
+    return grad_y * torch.tensor([_richardson(f, xi, 0.25, 5) for xi in x.tolist()],
+                                 dtype=torch.float64)
+
+
 WRONG_ANSWERS["ch04-topological-order"].append(topo_by_mathref)
+WRONG_ANSWERS["ch04-sigmoid-backward"] += [sigmoid_by_richardson, sigmoid_by_richardson_wide]
+WRONG_ANSWERS["ch04-linear-tanh-vjp"].append(vjp_by_richardson)
+WRONG_ANSWERS["ch04-silu-backward"].append(silu_by_richardson)
 WRONG_ANSWERS["ch04-silu-backward"] += [silu_by_autograd_through_F_silu, silu_by_autograd,
                                         silu_by_finite_differences, silu_by_fourth_order_stencil]
 WRONG_ANSWERS["ch04-sigmoid-backward"].append(sigmoid_by_finite_differences)
@@ -272,6 +315,11 @@ RIGHT_ANSWERS = {
         "def sigmoid_backward(x, y, grad_y):\n"
         "    e = math.exp(-x)\n"
         "    return grad_y * e / (1 + e) ** 2\n",
+        # σ(x) = (1 + tanh(x/2))/2, so σ′(x) = (1 − tanh²(x/2))/4
+        "import math\n\n"
+        "def sigmoid_backward(x, y, grad_y):\n"
+        "    t = math.tanh(x / 2)\n"
+        "    return grad_y * (1 - t * t) / 4\n",
     ],
     "ch04-topological-order": [
         # iterative depth-first search with an explicit stack
@@ -319,6 +367,13 @@ RIGHT_ANSWERS = {
         "def linear_tanh_vjp(x, W, v):\n"
         "    delta = v * mnn.tanh_grad(x @ W)\n"
         "    return delta @ W.T, x.T @ delta\n",
+        # 1 − y² factored, and the products written as sums over the batch
+        "import torch\n\n"
+        "def linear_tanh_vjp(x, W, v):\n"
+        "    y = torch.tanh(x @ W)\n"
+        "    delta = v * (1 - y) * (1 + y)\n"
+        "    grad_W = sum(x[b][:, None] * delta[b][None, :] for b in range(len(x)))\n"
+        "    return delta @ W.T, grad_W\n",
     ],
     "ch04-silu-backward": [
         "import torch\n\n"

@@ -1,0 +1,128 @@
+"""Chapter 4's checkers: the tight tolerances pass every exact formula and name the right cause
+when they fail (a fresh read of chapter 4, 2026-11-29)."""
+import math
+
+import pytest
+import torch
+
+from mathref import checks
+from mathref.checks import ExerciseCheckFailed
+from tests.exercises.ch04 import (sigmoid_by_richardson, sigmoid_by_richardson_wide,
+                                  silu_by_richardson, vjp_by_richardson)
+
+
+def sigmoid_reference(x, y, grad_y):
+    return grad_y * y * (1 - y)
+
+
+def sigmoid_exp_form(x, y, grad_y):
+    e = math.exp(-x)
+    return grad_y * e / (1 + e) ** 2
+
+
+def sigmoid_tanh_form(x, y, grad_y):
+    t = math.tanh(x / 2)
+    return grad_y * (1 - t * t) / 4
+
+
+def vjp_reference(x, W, v):
+    delta = v * (1 - torch.tanh(x @ W) ** 2)
+    return delta @ W.T, x.T @ delta
+
+
+def vjp_cosh_form(x, W, v):
+    delta = v / torch.cosh(x @ W) ** 2
+    return delta @ W.T, x.T @ delta
+
+
+def silu_reference(x, grad_y):
+    s = torch.sigmoid(x)
+    return grad_y * (s + x * s * (1 - s))
+
+
+def silu_exp_form(x, grad_y):
+    e = torch.exp(-x)
+    return grad_y * (1 + e + x * e) / (1 + e) ** 2
+
+
+EXACT = [(checks.check_ch04_sigmoid_backward, f) for f in (sigmoid_reference, sigmoid_exp_form,
+                                                           sigmoid_tanh_form)]
+EXACT += [(checks.check_ch04_linear_tanh_vjp, f) for f in (vjp_reference, vjp_cosh_form)]
+EXACT += [(checks.check_ch04_silu_backward, f) for f in (silu_reference, silu_exp_form)]
+
+
+@pytest.mark.parametrize("check, answer", EXACT, ids=[f.__name__ for _, f in EXACT])
+@pytest.mark.parametrize("seed", [None, 1, 2, 3])
+def test_exact_formulas_pass_the_tight_tolerance_on_any_inputs(check, answer, seed, capsys):
+    # seed None: the notebook's fixed inputs; otherwise the grader's, drawn from a generator
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    check(answer, generator=generator)
+    assert "passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("check, answer, name", [
+    (checks.check_ch04_sigmoid_backward, sigmoid_by_richardson, "sigmoid_backward"),
+    (checks.check_ch04_sigmoid_backward, sigmoid_by_richardson_wide, "sigmoid_backward"),
+    (checks.check_ch04_linear_tanh_vjp, vjp_by_richardson, "differs from autograd"),
+    (checks.check_ch04_silu_backward, silu_by_richardson, "differs from autograd")])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_richardson_differences_are_close_but_not_at_rounding(check, answer, name, seed):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed, match="close but more than rounding") as err:
+        check(answer, generator=generator)
+    assert name in err.value.message and "float32" not in err.value.message
+
+
+def _in_float32(answer):
+    def low(*args):
+        got = answer(*args)
+        if isinstance(got, tuple):
+            return tuple(g.to(torch.float32) for g in got)
+        return torch.as_tensor(got).to(torch.float32)
+    return low
+
+
+@pytest.mark.parametrize("check, answer", [
+    (checks.check_ch04_sigmoid_backward, sigmoid_reference),
+    (checks.check_ch04_linear_tanh_vjp, vjp_reference),
+    (checks.check_ch04_silu_backward, silu_reference)])
+def test_a_float32_result_is_told_its_dtype(check, answer):
+    # the tight check used to fire first and blame "a difference quotient"
+    with pytest.raises(ExerciseCheckFailed, match="your result is torch.float32") as err:
+        check(_in_float32(answer))
+    assert "difference quotient" not in err.value.message
+    assert "compute in float64" in err.value.message
+
+
+def topo_by_graphlib_by_hand(root):
+    # graphlib's sorter with its ready list filled by hand instead of the forbidden prepare()
+    import graphlib
+    nodes, stack = {}, [root]
+    while stack:
+        v = stack.pop()
+        if id(v) not in nodes:
+            nodes[id(v)] = v
+            stack.extend(v._prev)
+    sorter = graphlib.TopologicalSorter({k: {id(c) for c in v._prev} for k, v in nodes.items()})
+    sorter._ready_nodes = [k for k, info in sorter._node2info.items() if info.npredecessors == 0]
+    order = []
+    while sorter.is_active():
+        ready = sorter.get_ready()
+        order.extend(ready)
+        sorter.done(*ready)
+    return [nodes[k] for k in order]
+
+
+def test_graphlib_without_prepare_is_refused():
+    with pytest.raises(ExerciseCheckFailed, match="your solution called graphlib"):
+        checks.check_ch04_topological_order(topo_by_graphlib_by_hand)
+
+
+def test_a_copy_of_topological_order_is_not_refused_as_autograd():
+    # the refusal used to give the reason of the "without autograd" exercises, which this is not
+    import types
+    from mathref.autograd import topological_order
+    copy = types.FunctionType(topological_order.__code__, topological_order.__globals__)
+    with pytest.raises(ExerciseCheckFailed, match="your solution ran topological_order") as err:
+        checks.check_ch04_topological_order(copy)
+    assert "without autograd" not in err.value.message
