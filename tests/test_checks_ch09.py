@@ -2,6 +2,7 @@
 a softmax that subtracts the batch's maximum instead of each row's, flex_attention as a
 shortcut, and the pairwise-distance exercise's clamp, formula and one-matrix-product rules."""
 import pytest
+import torch
 
 from mathref.checks import CHECKS, ExerciseCheckFailed
 from tests.exercises import ch09 as wrong
@@ -48,3 +49,82 @@ def test_unit_distances_reference_passes(capsys):
 
     CHECKS["ch09-unit-distance"](unit_distances)
     assert "✅ ch09-unit-distance: passed" in capsys.readouterr().out
+
+
+# The fifth read's checker findings: each test runs the reference (it must pass) and the attack
+# the read found (it must fail, with a message naming the cause).
+
+def _unit_distances(U, V):
+    return (2 - 2 * U @ V.T).clamp_min(0).sqrt()
+
+
+def test_unit_distances_near_duplicates_refuse_rounding_small_distances_to_zero(capsys):
+    def zero_small(U, V):                    # passed the float32 near-duplicate case alone
+        D = _unit_distances(U, V)
+        return torch.where(D < 2.5e-3, torch.zeros_like(D), D)
+
+    message = _message("ch09-unit-distance", zero_small, capsys)
+    assert "near-duplicates at distance ≈ 4e-5" in message and "got 0" in message
+
+
+@pytest.mark.parametrize("answer, words", [
+    (lambda U, V: (2 - 2 * U @ V.T).clamp_min(1e-12).sqrt(), "not at a positive floor"),
+    (lambda U, V: _unit_distances(U.float(), V.float()), "your result is torch.float32"),
+])
+def test_unit_distances_floor_and_dtype_are_diagnosed(answer, words, capsys):
+    message = _message("ch09-unit-distance", answer, capsys)
+    assert words in message and "squared distance" not in message
+
+
+def _mips_keys(keys):
+    sq_norms = (keys * keys).sum(dim=-1, keepdim=True)
+    return torch.cat([keys, (sq_norms.max() - sq_norms).clamp_min(0).sqrt()], dim=-1)
+
+
+def test_mips_keys_reference_passes_and_float32_names_the_dtype(capsys):
+    CHECKS["ch09-mips-to-nn"](_mips_keys)
+    assert "✅ ch09-mips-to-nn: passed" in capsys.readouterr().out
+    message = _message("ch09-mips-to-nn", lambda keys: _mips_keys(keys).float(), capsys)
+    assert "your result is torch.float32" in message and "scaling them" not in message
+
+
+def _soft_lookup(query, keys, values, temperature):
+    return torch.softmax(query @ keys.T / temperature, dim=-1) @ values
+
+
+def test_soft_lookup_reference_passes(capsys):
+    CHECKS["ch09-soft-lookup"](_soft_lookup)
+    assert "✅ ch09-soft-lookup: passed" in capsys.readouterr().out
+
+
+def test_soft_lookup_names_an_input_modified_in_place(capsys):
+    def divides_keys_in_place(query, keys, values, temperature):
+        keys /= temperature
+        return torch.softmax(query @ keys.T, dim=-1) @ values
+
+    message = _message("ch09-soft-lookup", divides_keys_in_place, capsys)
+    assert "modified its keys in place" in message
+
+
+@pytest.mark.parametrize("threshold", [1e-2, 1e-1])
+def test_soft_lookup_refuses_the_best_key_below_a_temperature(threshold, capsys):
+    def hybrid(query, keys, values, temperature):
+        scores = query @ keys.T
+        if temperature < threshold:                    # the argmax limit for small τ ...
+            return values[scores.argmax(-1)]
+        e = torch.exp(scores / temperature)           # ... and the overflowing formula above it
+        return (e / e.sum(-1, keepdim=True)) @ values
+
+    message = _message("ch09-soft-lookup", hybrid, capsys)
+    assert "τ = 1e-2 with scores near 10" in message
+
+
+def test_float32_answers_to_cosine_and_soft_lookup_name_the_dtype(capsys):
+    def cosine32(a, b, eps=1e-8):
+        return ((a * b).sum(-1) / (a.norm(dim=-1).clamp_min(eps)
+                                   * b.norm(dim=-1).clamp_min(eps))).float()
+
+    assert "your result is torch.float32" in _message("ch09-cosine-from-dot", cosine32, capsys)
+    message = _message("ch09-soft-lookup",
+                       lambda q, K, V, t: _soft_lookup(q.float(), K.float(), V.float(), t), capsys)
+    assert "your result is torch.float32" in message

@@ -14,8 +14,22 @@ __all__ = ["check_ch09_cosine_from_dot", "check_ch09_unit_distance", "check_ch09
            "check_ch09_soft_lookup"]
 
 
-def _expect_tensor_close(got, want, what, rtol=1e-9, atol=1e-12):
-    expect_tensor_close(got, want, what, rtol=rtol, atol=atol)
+_LOW_PRECISION = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _dtype_hint(got, inputs_dtype=torch.float64):
+    """A hint naming the dtype when the answer is a lower-precision tensor than the inputs."""
+    if isinstance(got, torch.Tensor) and got.dtype in _LOW_PRECISION and inputs_dtype == torch.float64:
+        return (f" (your result is {got.dtype}, but the inputs are torch.float64: compute in "
+                f"their dtype: float32 keeps only about 7 significant digits)")
+    return ""
+
+
+def _expect_tensor_close(got, want, what, rtol=1e-9, atol=1e-12, **kwargs):
+    try:
+        expect_tensor_close(got, want, what, rtol=rtol, atol=atol, **kwargs)
+    except CheckFailure as failure:
+        raise CheckFailure(f"{failure}{_dtype_hint(got)}") from None
 
 
 _COSINE_BUILTINS = ("torch.nn.functional.cosine_similarity", "torch.cosine_similarity",
@@ -124,10 +138,18 @@ def check_ch09_unit_distance(unit_distances):
     B = F.normalize(A + 1e-4 * torch.randn(200, 64, generator=gen).to(torch.float32), dim=-1)
     assert (A @ A.T).diagonal().max() > 1                 # the test needs cosines above 1
     cases.append((A, A, "200 float32 unit vectors in ℝ⁶⁴ against themselves", 1e-5, 2e-3))
-    cases.append((A, B, "200 float32 unit vectors against near-duplicates at distance ≈ 1e-4",
+    cases.append((A, B, "200 float32 unit vectors against near-duplicates at distance ≈ 8e-4",
                   1e-5, 2e-3))
+    # float64 near-duplicates at distance ≈ 4e-5: there 2 − 2u·v is accurate to a few float64
+    # ulps, so √(2 − 2u·v) is good to about 1e-11, and an answer that rounds small distances
+    # to 0 (or to any floor) fails
+    A64 = unit(50, 16)
+    B64 = F.normalize(A64 + 1e-5 * torch.randn(50, 16, generator=gen, dtype=torch.float64), dim=-1)
+    cases.append((A64, B64, "50 float64 unit vectors in ℝ¹⁶ against near-duplicates at distance "
+                            "≈ 4e-5", 1e-5, 1e-9))
     for U, V, what, rtol, atol in cases:
-        got = as_tensor(unit_distances(U, V), what)
+        raw = unit_distances(U, V)
+        got = as_tensor(raw, what)
         want = _exact_distances(U, V)
         expect(tuple(got.shape) == tuple(want.shape),
                f"{what}: expected shape {tuple(want.shape)} (one distance per pair), got "
@@ -139,8 +161,8 @@ def check_ch09_unit_distance(unit_distances):
         if bad.any():
             i = tuple(bad.nonzero()[0].tolist())
             g, w = got[i].item(), want[i].item()
-            raise CheckFailure(f"{what}: at index {list(i)} expected {w:.6g}, got {g:.6g}"
-                               f"{_unit_distance_diagnosis(g, 1 - w * w / 2)}")
+            hint = _dtype_hint(raw, U.dtype) or _unit_distance_diagnosis(g, w)
+            raise CheckFailure(f"{what}: at index {list(i)} expected {w:.6g}, got {g:.6g}{hint}")
     # how the distances are computed: the same function on 4 × 5 and on 40 × 50 pairs, d = 16
     _, small = _metered(unit_distances, U_small, V_small)
     _, big = _metered(unit_distances, U_big, V_big)
@@ -157,8 +179,15 @@ def check_ch09_unit_distance(unit_distances):
     return "‖u − v‖ = √(2 − 2 u·v) from one matrix product, clamped where rounding pushes u·v above 1"
 
 
-def _unit_distance_diagnosis(got, c):
-    """The likely mistake behind a wrong distance ``got`` for the cosine ``c``."""
+def _unit_distance_diagnosis(got, want):
+    """The likely mistake behind a wrong distance ``got`` where ``want`` is right."""
+    if want == 0 and 0 < got < 1e-3:
+        return (" (a vector's distance to itself should be 0: clamp 2 − 2u·v at 0 (clamp_min(0)), "
+                "not at a positive floor, before the square root)")
+    if 0 < want < 1e-3 and got < want:
+        return (" (for near-duplicates 2 − 2u·v is small but accurate in float64: keep it, clamp "
+                "only its negative rounding errors at 0, and take the square root)")
+    c = 1 - want * want / 2
     for formula, value, why in [
             ("2 − 2c", 2 - 2 * c, "that is the squared distance ‖u − v‖²: take its square root"),
             ("√(2 + 2c)", math.sqrt(max(2 + 2 * c, 0.0)),
@@ -167,7 +196,7 @@ def _unit_distance_diagnosis(got, c):
                                                      "is 2, and the cross term is −2c"),
             ("1 − c", 1 - c, "expand ‖u − v‖² = ‖u‖² + ‖v‖² − 2u·v with ‖u‖ = ‖v‖ = 1, then take "
                              "the square root")]:
-        if abs(got - value) <= 1e-4 * max(1.0, abs(value)):
+        if abs(got - value) <= 1e-4 * abs(value) + 1e-12:
             return f" (your value is {formula} with c = u·v: {why})"
     return (" (expand ‖u − v‖² = ‖u‖² + ‖v‖² − 2u·v with ‖u‖ = ‖v‖ = 1, then take the square "
             "root)")
@@ -188,8 +217,10 @@ def check_ch09_mips_to_nn(mips_keys):
         keys = torch.randn(m, d, generator=gen, dtype=torch.float64)
         keys = keys * (0.2 + 3 * torch.rand(m, 1, generator=gen, dtype=torch.float64))
         original = keys.clone()
-        got = as_tensor(mips_keys(keys), f"{what}: mips_keys(keys)")
+        raw = mips_keys(keys)
+        got = as_tensor(raw, f"{what}: mips_keys(keys)")
         expect(torch.equal(keys, original), f"{what}: mips_keys must not modify its input")
+        expect(not _dtype_hint(raw), f"{what}: the augmented keys{_dtype_hint(raw)}")
         expect(tuple(got.shape) == (m, d + 1),
                f"{what}: expected shape {(m, d + 1)} (one extra coordinate), got {tuple(got.shape)}")
         got = got.to(torch.float64)
@@ -259,15 +290,39 @@ def check_ch09_soft_lookup(soft_lookup):
     K = torch.randn(7, 4, generator=gen, dtype=torch.float64)
     V = torch.randn(7, 3, generator=gen, dtype=torch.float64)
     q = torch.randn(4, generator=gen, dtype=torch.float64)
+
+    def call(query, keys, values, tau, what):
+        """soft_lookup on copies of the inputs, failing if it changed any of them."""
+        args = [query.clone(), keys.clone(), values.clone()]
+        out = soft_lookup(*args, tau)
+        for name, given, original in zip(("query", "keys", "values"), args, (query, keys, values)):
+            expect(torch.equal(given, original),
+                   f"{what}: your function modified its {name} in place (an in-place operation "
+                   f"such as /= or .div_() on an argument); leave the inputs unchanged and build "
+                   f"new tensors instead")
+        return out
+
     for tau in (1.0, 0.5, 3.0):
-        _expect_tensor_close(soft_lookup(q, K, V, tau), _soft_lookup(q, K, V, tau),
-                             f"output for one query with temperature {tau}")
+        what = f"output for one query with temperature {tau}"
+        _expect_tensor_close(call(q, K, V, tau, what), _soft_lookup(q, K, V, tau), what)
     Q = torch.randn(5, 4, generator=gen, dtype=torch.float64)
-    _expect_tensor_close(soft_lookup(Q, K, V, 2.0), _soft_lookup(Q, K, V, 2.0),
-                         "output for a batch of 5 queries (softmax over the keys)")
-    expect_tensor_close(soft_lookup(q, K, V, 1e-3), V[(K @ q).argmax()],
-                        "a tiny temperature (τ = 1e-3) should return the value of the best key",
+    what = "output for a batch of 5 queries (softmax over the keys)"
+    _expect_tensor_close(call(Q, K, V, 2.0, what), _soft_lookup(Q, K, V, 2.0), what)
+    what = "a tiny temperature (τ = 1e-3) should return the value of the best key"
+    expect_tensor_close(call(q, K, V, 1e-3, what), V[(K @ q).argmax()], what,
                         rtol=1e-6, atol=1e-8, nan_hint=_OVERFLOW)
+    # τ = 1e-2 with scores near 10 that differ by about 0.01: s/τ ≈ 1000 overflows exp, yet the
+    # weights are far from one-hot, so neither the plain formula nor the best key's value is right
+    u = q / q.norm()
+    K_close = torch.randn(7, 4, generator=gen, dtype=torch.float64)
+    K_close = K_close - (K_close @ u)[:, None] * u                       # orthogonal to q ...
+    offsets = 0.01 * (2 * torch.rand(7, generator=gen, dtype=torch.float64) - 1)   # in ±0.01
+    K_close = K_close + ((10 + offsets) / q.norm())[:, None] * u        # ... plus q·k = 10 + offset
+    want = _soft_lookup(q, K_close, V, 1e-2)
+    assert torch.softmax(K_close @ q / 1e-2, -1).max() < 0.6      # at most e²/(e² + 6): not one-hot
+    what = ("τ = 1e-2 with scores near 10 that differ by about 0.01 (exp(s/τ) overflows, but "
+            "the weights are far from one-hot)")
+    _expect_tensor_close(call(q, K_close, V, 1e-2, what), want, what, nan_hint=_OVERFLOW)
     # a batch at τ = 1e-3 whose queries have norms 1 to 1000: the best score of each row is far
     # below the batch's largest, so subtracting the maximum of the whole batch (not of each row)
     # sends every exponent of the short queries' rows to −∞: exp gives 0 / 0 = nan there
@@ -276,8 +331,8 @@ def check_ch09_soft_lookup(soft_lookup):
                                                          dtype=torch.float64)
     want = _soft_lookup(Q, K, V, 1e-3)
     assert torch.allclose(want, V[(Q @ K.T).argmax(-1)], rtol=1e-6, atol=1e-8)   # one-hot rows
-    expect_tensor_close(soft_lookup(Q, K, V, 1e-3), want,
-                        "a batch of 4 queries of norms 1, 10, 100 and 1000 at τ = 1e-3 (each row "
-                        "should return the value of its own best key)", rtol=1e-6, atol=1e-8,
+    what = ("a batch of 4 queries of norms 1, 10, 100 and 1000 at τ = 1e-3 (each row should "
+            "return the value of its own best key)")
+    expect_tensor_close(call(Q, K, V, 1e-3, what), want, what, rtol=1e-6, atol=1e-8,
                         nan_hint=_ROW_MAX)
     return "a soft argmax over inner products: attention for one query"
