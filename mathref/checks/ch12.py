@@ -143,11 +143,13 @@ def _expect_float64_angles(err, what, tolerance=1e-4):
            f"cos and sin to x.dtype at the end")
 
 
-@exercise("ch12-rope-half", forbid=("mathref.positions.apply_rope", "mathref.positions.rope_cache"),
+@exercise("ch12-rope-half", forbid=("mathref.positions.apply_rope", "mathref.positions.rope_cache",
+                                     "mathref.positions.sinusoidal_positions"),
           because="rope_half_split must compute the rotation itself")
 def check_ch12_rope_half(rope_half_split):
     """rope_half_split(x, positions, base): RoPE on [B, H, T, d] with half-split pairs, by +m·θ_i,
-    without mathref.positions.apply_rope or rope_cache."""
+    without mathref.positions.apply_rope, rope_cache or sinusoidal_positions (its table holds
+    sin(m·θ_i) and cos(m·θ_i) already)."""
     expect_callable(rope_half_split, "rope_half_split(x, positions, base)")
 
     def call(x, positions, base=10000.0):

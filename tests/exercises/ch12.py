@@ -207,6 +207,15 @@ SHORTCUTS = {
         "    h = x.shape[-1] // 2\n"
         "    x1, x2 = x[..., :h], x[..., h:]\n"
         "    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)\n",
+        # chapter 12's sinusoidal table interleaves sin(m·θ_i) and cos(m·θ_i): RoPE's angles
+        "import torch\n"
+        "import mathref.positions as P\n\n"
+        "def rope_half_split(x, positions, base=10000.0):\n"
+        "    d = x.shape[-1]\n"
+        "    table = P.sinusoidal_positions(int(positions.max()) + 1, d, base, dtype=torch.float64)[positions]\n"
+        "    sin, cos = table[:, 0::2].to(x.dtype), table[:, 1::2].to(x.dtype)\n"
+        "    x1, x2 = x[..., : d // 2], x[..., d // 2:]\n"
+        "    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)\n",
     ],
 }
 
