@@ -46,7 +46,12 @@ SCHEDULE_CALLS = ("mathref.optim.warmup_cosine", "mathref.train.lr_at",
                   "torch.optim.lr_scheduler.LRScheduler.step",
                   "torch.optim.lr_scheduler.CosineAnnealingLR.get_lr",
                   "torch.optim.lr_scheduler.CosineAnnealingLR._get_closed_form_lr",
-                  "torch.optim.lr_scheduler.LambdaLR.get_lr")
+                  "torch.optim.lr_scheduler.LambdaLR.get_lr",
+                  # PyTorch's other cosine formulas: the warm restarts' and the one-cycle's
+                  "torch.optim.lr_scheduler.CosineAnnealingWarmRestarts.get_lr",
+                  "torch.optim.lr_scheduler.OneCycleLR.get_lr",
+                  "torch.optim.lr_scheduler.OneCycleLR._annealing_cos",
+                  "torch.optim.swa_utils.SWALR._cosine_anneal")
 CLIP_CALLS = ("mathref.optim.clip_grad_norm_", "torch.nn.utils.clip_grad_norm_",
               "torch.nn.utils.clip_grads_with_norm_", "torch.nn.utils.get_total_norm")
 GENERATE_CALLS = ("mathref.gpt.generate", "mathref.gpt.sample_next", "mathref.gpt.beam_search",

@@ -575,6 +575,27 @@ SHORTCUTS = {
         "    s.base_lrs, s.T_max, s.eta_min = [lr_max], total_steps - warmup_steps, lr_min\n"
         "    s.last_epoch = step - warmup_steps\n"
         "    return s._get_closed_form_lr()[0]\n",
+        # the one-cycle policy's and the warm restarts' cosine (the fifth read's attacks)
+        "from torch.optim.lr_scheduler import OneCycleLR\n"
+        "\n"
+        "def warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min):\n"
+        "    if step < warmup_steps:\n"
+        "        return lr_max * (step + 1) / warmup_steps\n"
+        "    if step > total_steps:\n"
+        "        return lr_min\n"
+        "    return OneCycleLR._annealing_cos(lr_max, lr_min, (step - warmup_steps) / (total_steps - warmup_steps))\n",
+        "import math\n"
+        "from torch.optim.lr_scheduler import CosineAnnealingWarmRestarts\n"
+        "\n"
+        "def warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min):\n"
+        "    if step < warmup_steps:\n"
+        "        return lr_max * (step + 1) / warmup_steps\n"
+        "    if step > total_steps:\n"
+        "        return lr_min\n"
+        "    s = CosineAnnealingWarmRestarts.__new__(CosineAnnealingWarmRestarts)\n"
+        "    s.base_lrs, s.eta_min, s.T_i = [lr_max], lr_min, total_steps - warmup_steps\n"
+        "    s.T_cur, s.last_epoch, s._get_lr_called_within_step = step - warmup_steps, step - warmup_steps, True\n"
+        "    return s.get_lr()[0]\n",
     ],
     "ch16-clip": [
         "def clip_global_norm(grads, max_norm):\n"
