@@ -230,15 +230,33 @@ class _LineBudgetSpent(BaseException):
 
 _LIBRARY_DIRS = (os.path.dirname(torch.__file__) + os.sep,                     # torch/
                  os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)  # mathref/
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+_SITE = os.sep + "site-packages" + os.sep
+
+
+def _imported_during_call(frame, home):
+    """Whether ``frame`` runs inside an import started after ``home`` (the budget's own frame):
+    a module that the call imports lazily, such as torch._dynamo, which PyTorch imports on the
+    first ``torch.tensor`` under a TorchFunctionMode (with sympy and mpmath, over 200,000 lines
+    of import machinery, tokenize and module set-up)."""
+    while frame is not None and frame is not home:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _with_line_budget(answer, args, budget=200_000):
     """answer(*args), stopped once it has executed ``budget`` lines of Python outside torch and
     mathref: a closed form needs a few dozen, a loop over 2·10¹⁰ steps never ends. Counting
     lines (sys.settrace) instead of seconds makes the verdict the same on every machine and in
-    every thread. Under the grader the student's code runs in another process, which this
-    tracer does not see; there the grader's per-exercise time limit stops such a loop."""
+    every thread. Not counted either: library code (the standard library, site-packages, code
+    compiled from a string) that runs inside an import the call sets off, which is the set-up
+    of a module, not the answer's work. Under the grader the student's code runs in another
+    process, which this tracer does not see; there the grader's per-exercise time limit stops
+    such a loop."""
     left = [budget]
+    home = sys._getframe()
 
     def local(frame, event, arg):
         if event == "line":
@@ -248,7 +266,13 @@ def _with_line_budget(answer, args, budget=200_000):
         return local
 
     def tracer(frame, event, arg):
-        return None if frame.f_code.co_filename.startswith(_LIBRARY_DIRS) else local
+        filename = frame.f_code.co_filename
+        if filename.startswith(_LIBRARY_DIRS):
+            return None
+        if (filename.startswith(("<", _STDLIB_DIR)) or _SITE in filename) \
+                and _imported_during_call(frame, home):
+            return None
+        return local
 
     previous = sys.gettrace()
     sys.settrace(tracer)
@@ -294,6 +318,14 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
              # just below that tie: k = 30, though the quotient exceeds 29 by only ~1e-12 (an
              # epsilon subtracted before the ceiling turns it into 29)
              (1.0, 0.25, 2.0 ** -29 * (1 - 2.0 ** -40)),
+             # a tie with r = 3/4: |x_3| = 0.75³ = tol exactly, k = 3; base-2 logarithms are
+             # exact at the ties above (r = 1/2), not here: log2, log and log10 all give a
+             # quotient a hair above 3
+             (1.0, 0.125, 0.75 ** 3),
+             # one rounding unit below the tie |x_5| = 2⁻⁵: k = 6, but the quotient of the
+             # logarithms rounds to exactly 5.0, whose ceiling stops one step short (a settle
+             # that only steps down from the ceiling keeps 5)
+             (1.0, 0.25, 2.0 ** -5 * (1 - 2.0 ** -53)),
              # k ≈ 2·10¹⁰ (1 − 2η = 1 − 2⁻³³ exactly): instant with the closed form, endless
              # with a loop over the steps
              (1.0, 2.0 ** -34, 0.1)]
@@ -307,13 +339,24 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
             raw, endless = _with_line_budget(steps_to_tolerance, (x0, lr, tol))
         except (ZeroDivisionError, ValueError, OverflowError) as err:
             r = abs(1 - 2 * lr)
+            raised = f"{where}: your code raised {type(err).__name__}: {err}"
             if r == 0 or r >= 1:
                 raise CheckFailure(
-                    f"{where}: your code raised {type(err).__name__}: {err}. Here |1 − 2η| = "
+                    f"{raised}. Here |1 − 2η| = "
                     f"{r:g}, so log|1 − 2η| is {'undefined' if r == 0 else 'not negative'}: "
                     f"handle η = 0.5 (one step) and |1 − 2η| ≥ 1 (math.inf) before taking "
                     f"logarithms") from None
-            raise
+            if isinstance(err, ValueError) and (x0 < 0 or 1 - 2 * lr < 0):
+                negative = f"x0 = {x0:g}" if x0 < 0 else f"1 − 2η = {1 - 2 * lr:g}"
+                raise CheckFailure(
+                    f"{raised}. Here {negative} is negative, and a logarithm of a negative "
+                    f"number is undefined: the closed form is |x_k| = |1 − 2η|^k·|x0|, with "
+                    f"absolute values") from None
+            if 1 - r < 1e-7:
+                raise CheckFailure(
+                    f"{raised}. Here |1 − 2η| = 1 − {1 - r:.3g}, which float32 rounds to 1 "
+                    f"(log 1 = 0, a division by zero): take the logarithms in float64") from None
+            raise CheckFailure(f"{raised}.") from None
         expect(not endless, f"{where}: your function was still running after 200,000 lines of "
                             f"Python (here k = {expected}): the closed form answers instantly; a "
                             f"loop over steps does not")
@@ -325,17 +368,32 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
             expect(got is not None, f"{where}: expected a whole number of steps, got {raw!r}"
                    + (" (round up with math.ceil)" if isinstance(raw, float) else ""))
             hint = ""
-            if got == expected + 1 and abs(x0) * abs(1 - 2 * lr) ** expected == tol:
-                hint = (f" (off by one: here |x0|·|1 − 2η|^{expected} equals tol exactly, and the "
-                        f"quotient of the rounded logarithms lands a hair above {expected}, so its "
-                        f"ceiling is one too many; check the candidate and the step before it "
-                        f"with the closed form |x0|·|1 − 2η|^k ≤ tol)")
+            x_exact, r_exact = abs(Fraction(x0)), abs(1 - 2 * Fraction(lr))
+            if got == expected + 1 and x_exact * r_exact ** expected == Fraction(tol):
+                r = abs(1 - 2 * lr)
+                above = [log.__name__ for log in (math.log, math.log2, math.log10)
+                         if math.ceil(log(tol / abs(x0)) / log(r)) > expected]
+                logs = (f"; the quotient of rounded logarithms ({', '.join(above)} here) lands a "
+                        f"hair above {expected}, so a ceiling of it alone is one too many"
+                        if above else "")
+                hint = (f" (off by one: here |x0|·|1 − 2η|^{expected} equals tol exactly, so "
+                        f"k = {expected} already meets |x_k| ≤ tol, equality included{logs}; "
+                        f"check the candidate and the step before it with the closed form "
+                        f"|x0|·|1 − 2η|^k ≤ tol)")
             elif (got == expected - 1 and expected <= 10_000
-                  and abs(Fraction(x0)) * abs(1 - 2 * Fraction(lr)) ** got
-                  <= Fraction(tol) * (1 + Fraction(1, 10 ** 9))):
-                hint = (f" (one too few: |x0|·|1 − 2η|^{got} exceeds tol, by a relative 10⁻¹² or "
-                        f"so; an epsilon subtracted before the ceiling hides that. Check the "
-                        f"candidate and the step before it with the closed form instead)")
+                  and x_exact * r_exact ** got <= Fraction(tol) * (1 + Fraction(1, 10 ** 9))):
+                excess = float(x_exact * r_exact ** got / Fraction(tol) - 1)
+                quotient = math.log(tol / abs(x0)) / math.log(abs(1 - 2 * lr))
+                cause = (f"the quotient of the float64 logarithms is {quotient!r}, a whole "
+                         f"number, so its ceiling alone stops one step short"
+                         if math.ceil(quotient) == got else
+                         f"the quotient of the float64 logarithms is {quotient!r}, above {got}, "
+                         f"so something brought it down: an epsilon subtracted before the "
+                         f"ceiling, or logarithms in float32")
+                hint = (f" (one too few: |x0|·|1 − 2η|^{got} exceeds tol, by a relative "
+                        f"{excess:.1g}; {cause}. Settle the candidate with the closed form in "
+                        f"both directions: step up while |x0|·|1 − 2η|^k > tol, and down while "
+                        f"the step before also meets tol)")
             elif got in (expected - 1, expected + 1):
                 hint = (" (off by one: k is the smallest whole number with |x0|·|1 − 2η|^k ≤ "
                         "tol, so round up with math.ceil)")
@@ -344,4 +402,4 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
             if lr == 0.5:
                 hint = " (η = 0.5 lands on the minimum in one step: |1 − 2η| = 0)"
             expect(got == expected, f"{where}: expected {expected} steps, got {raw!r}{hint}")
-    return "including η = 0.5 (one step), η = 1 (never), η > 1 (never) and an exact tie"
+    return "including η = 0.5 (one step), η = 1 (never), η > 1 (never) and exact ties"
