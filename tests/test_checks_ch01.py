@@ -113,3 +113,101 @@ def test_a_missing_absolute_value_names_the_case():
 def test_float32_logarithms_are_named():
     message = _steps_failure(wrong.steps_float32_logs_settled)
     assert "float32 rounds to 1" in message and "float64" in message, message
+
+
+# An optimizer's step wraps itself, at the first construction of its class, in a profiler label
+# (torch.autograd.profiler.record_function). The gate used to refuse that label before the
+# named refusal of the step was reached: "ran __init__ (from torch.autograd.profiler
+# (autograd))" or "ran the PyTorch operator aten._record_function_enter_new". Only a process
+# where no optimizer was built yet shows it.
+_OPTIMIZERS_FRESH = textwrap.dedent('''
+    import torch
+    from mathref import checks
+    from mathref.checks import ExerciseCheckFailed
+
+    def sgd_loop(df, x0, lr, steps):
+        p = torch.nn.Parameter(torch.tensor(float(x0), dtype=torch.float64))
+        opt, xs = torch.optim.SGD([p], lr=lr), [x0]
+        for _ in range(steps):
+            p.grad = torch.tensor(df(p.item()), dtype=torch.float64)
+            opt.step()
+            xs.append(p.item())
+        return xs
+
+    def search_with(optimizer):
+        def best_constant_step(H):
+            lam = torch.linalg.eigvalsh(H)
+            eta = torch.tensor(0.01, dtype=torch.float64)
+            opt = optimizer([eta], lr=1e-4)
+            for _ in range(10):
+                eta.grad = torch.sign(eta * (lam[0] + lam[-1]) - 2)
+                opt.step()
+            return eta.item(), 0.0
+        return best_constant_step
+
+    def autograd_search(H):
+        lam = torch.linalg.eigvalsh(H)
+        with torch.inference_mode(False):
+            eta = torch.tensor(0.01, dtype=torch.float64, requires_grad=True)
+            (1 - eta * lam).abs().max().backward()
+        return eta.item(), 0.0
+
+    for name, check, answer in (
+            ("loop", checks.check_ch01_gradient_descent_loop, sgd_loop),
+            ("sgd", checks.check_ch01_best_constant_step, search_with(torch.optim.SGD)),
+            ("adam", checks.check_ch01_best_constant_step, search_with(torch.optim.Adam)),
+            ("autograd", checks.check_ch01_best_constant_step, autograd_search)):
+        try:
+            check(answer)
+            print(name, "PASSED")
+        except ExerciseCheckFailed as failure:
+            print(name, "|", failure.message)
+''')
+
+
+def test_an_optimizer_is_refused_by_its_name_in_a_fresh_process():
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    run = subprocess.run([sys.executable, "-c", _OPTIMIZERS_FRESH], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = dict(line.split(" | ", 1) for line in run.stdout.splitlines() if " | " in line)
+    assert lines.get("loop", "").startswith("your solution called torch.optim.SGD.step, which "
+                                            "ch01-gradient-descent-loop does not allow"), run.stdout
+    assert lines.get("sgd", "").startswith("your solution called torch.optim.SGD.step"), run.stdout
+    assert lines.get("adam", "").startswith("your solution called torch.optim.Adam.step"), run.stdout
+    # best-constant-step asks for no gradient: its autograd refusal says what it asks for
+    assert "not for a search for η by autograd" in lines.get("autograd", ""), run.stdout
+    assert "gradient by hand" not in lines["autograd"]
+
+
+@pytest.mark.parametrize("check, answer, start", [
+    (checks.check_ch01_central_difference, wrong.central_difference_float32,
+     "d/dx x³ at x=-1.5 with h=0.1: expected 6.76, got 6.760001"),
+    (checks.check_ch01_gradient_descent_loop, wrong.gd_float32,
+     "x_1 for x0=3.0, lr=0.1: expected 2.4, got 2.400000")])
+def test_a_float32_result_is_told_its_dtype(check, answer, start):
+    # the result used to become a Python float before the comparison could see its dtype
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        check(answer)
+    assert failure.value.message.startswith(start), failure.value.message
+    assert "your result is torch.float32" in failure.value.message
+
+
+def test_an_accumulated_gradient_is_named():
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_gradient_descent_loop(wrong.gd_accumulated_gradient)
+    message = failure.value.message
+    assert message.startswith("x_2 for x0=3.0, lr=0.1: expected 1.92, got 1.32"), message
+    assert "sum of all the gradients" in message
+
+
+def test_the_derivative_plus_h_squared_is_not_the_central_difference():
+    # exact on x³, where the quotient is 3x² + h²; exp at h = 0.1 tells them apart
+    with pytest.raises(ExerciseCheckFailed, match="the central difference of exp at x=0.3"):
+        checks.check_ch01_central_difference(wrong.central_derivative_plus_h_squared)
+
+
+def test_special_cases_in_the_wrong_order_fail():
+    message = _steps_failure(wrong.steps_special_cases_in_wrong_order)
+    assert message.startswith("x0=0.5, η=0.5, tol=1.0: expected 0 steps, got 1"), message
+    assert "|x0| ≤ tol already" in message
