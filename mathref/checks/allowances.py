@@ -22,7 +22,10 @@ BACKWARD = ("nll_loss_backward", "_log_softmax_backward_data", "_softmax_backwar
 
 ALLOWANCES = {
     # the statements allow an eigenvalue routine: the exercise is the formula from λ_min, λ_max
-    "ch01-best-constant-step": dict(ops=EIGENVALUES, allows="an eigenvalue routine"),
+    # (it asks for no gradient: autograd there is a search for η)
+    "ch01-best-constant-step": dict(ops=EIGENVALUES, allows="an eigenvalue routine",
+                                    no_autograd_because="this exercise asks for η* and ρ from the "
+                                    "eigenvalues, not for a search for η by autograd"),
     # (the trace, a sum of the diagonal, as well: 2/tr H is a wrong answer, not a shortcut)
     "ch02-max-stable-lr": dict(ops=EIGENVALUES + ("trace",),
                                allows="an eigenvalue routine and torch.trace"),

@@ -45,7 +45,8 @@ def check_ch01_central_difference(central_difference):
     # differences (3x² + 3xh + h²) and a missing factor 2 apart even with a large h.
     for x in (-1.5, 0.0, 2.0, round(uniform(rng(1), -3.0, 3.0), 4)):
         for h in (0.1, 0.01):
-            got = _number(central_difference(lambda t: t ** 3, x, h), f"d/dx x³ at x={x}")
+            raw = central_difference(lambda t: t ** 3, x, h)
+            got = _number(raw, f"d/dx x³ at x={x}")
             want = 3 * x * x + h * h
             where = f"d/dx x³ at x={x} with h={h}: expected {want:.10g}, got {got:.10g}"
             expect(not _near(got, 3 * x * x + 3 * x * h + h * h) or _near(got, want),
@@ -58,7 +59,15 @@ def check_ch01_central_difference(central_difference):
                    f"the two points are 2h apart, so divide by 2h")
             expect(not _near(got, -want) or want == 0,
                    f"{where}: the sign is flipped (f(x + h) comes first)")
-            expect_close(got, want, f"d/dx x³ at x={x} with h={h}", rtol=1e-9)
+            # (a tensor as it is: expect_close names a float32 result's dtype)
+            expect_close(raw if isinstance(raw, torch.Tensor) else got, want,
+                         f"d/dx x³ at x={x} with h={h}", rtol=1e-9)
+    # at a large h the quotient itself, not the derivative: exp's third derivative is not
+    # constant, so the derivative plus h² (exact on x³) is off by h²/6·e^x here
+    for x, h in ((0.3, 0.1), (-1.2, 0.05)):
+        expect_close(central_difference(math.exp, x, h),
+                     (math.exp(x + h) - math.exp(x - h)) / (2 * h),
+                     f"the central difference of exp at x={x} with h={h}", rtol=1e-9)
     for f, df, x in ((math.sin, math.cos, 0.7), (math.exp, math.exp, -1.0),
                      (lambda t: 1 / t, lambda t: -1 / t ** 2, 2.0)):
         expect_close(central_difference(f, x, 1e-5), df(x), f"derivative at x={x}",
@@ -70,6 +79,16 @@ def _descent(df, x0, lr, steps):
     xs = [float(x0)]
     for _ in range(steps):
         xs.append(xs[-1] - lr * df(xs[-1]))
+    return xs
+
+
+def _accumulated_descent(df, x0, lr, steps):
+    """The usual bug: each step subtracts η times the sum of all the gradients so far (a .grad
+    never reset)."""
+    xs, total = [float(x0)], 0.0
+    for _ in range(steps):
+        total += df(xs[-1])
+        xs.append(xs[-1] - lr * total)
     return xs
 
 
@@ -90,16 +109,22 @@ def check_ch01_gradient_descent_loop(gradient_descent_1d):
         expect(len(got) == steps + 1,
                f"with steps={steps} expected {steps + 1} iterates (x_0 included), got {len(got)}"
                + (": the list must start with x0 itself" if len(got) == steps else ""))
-        got = [_number(g, f"x_{k} for x0={x0}, lr={lr}") for k, g in enumerate(got)]
+        raws, got = got, [_number(g, f"x_{k} for x0={x0}, lr={lr}") for k, g in enumerate(got)]
         if len(got) > 1 and not _near(got[1], want[1]):
             expect(not _near(got[1], x0 + lr * df(x0)),
                    f"x_1 for x0={x0}, lr={lr}: expected {want[1]:.10g}, got {got[1]:.10g}, a step "
                    f"uphill: the update subtracts η·f′(x)")
+        accumulated = _accumulated_descent(df, x0, lr, steps)
         for k, (g, w) in enumerate(zip(got, want)):
+            expect(_near(g, w) or not _near(g, accumulated[k]),
+                   f"x_{k} for x0={x0}, lr={lr}: expected {w:.10g}, got {g:.10g}, the step of the "
+                   f"sum of all the gradients so far: each step uses f′ at the current x_k alone "
+                   f"(a gradient that is accumulated must be reset before the next one)")
             expect(_near(g, w) or not _near(g, x0 - k * lr * df(x0)) or k < 2,
                    f"x_{k} for x0={x0}, lr={lr}: expected {w:.10g}, got {g:.10g}; f′ must be "
                    f"evaluated at the current x_k at every step, not only at x_0")
-            expect_close(g, w, f"x_{k} for x0={x0}, lr={lr}", rtol=1e-9, atol=1e-12)
+            expect_close(raws[k] if isinstance(raws[k], torch.Tensor) else g, w,
+                         f"x_{k} for x0={x0}, lr={lr}", rtol=1e-9, atol=1e-12)
     return "matches x_(k+1) = x_k − η f′(x_k) on three functions"
 
 
@@ -126,7 +151,29 @@ def _worst_distance(H, Q, lr, steps):
     return worst
 
 
-@exercise("ch01-best-constant-step", forbid=_RUNS_GRADIENT_DESCENT + (
+
+def _torch_optimizers():
+    """Every optimizer of torch.optim (a search for η with any of them): its step, under the
+    name of the class that defines it (AdamW inherits Adam's), and its functional form
+    (torch.optim.adam.adam) where there is one."""
+    names = []
+    for name in torch.optim.__all__:
+        cls = getattr(torch.optim, name)
+        if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)) \
+                or cls is torch.optim.Optimizer or "step" not in vars(cls):
+            continue
+        names.append(f"torch.optim.{name}.step")
+        module = sys.modules.get(cls.__module__)
+        functional = cls.__module__.rsplit(".", 1)[-1]
+        if module is not None and callable(getattr(module, functional, None)):
+            names.append(f"{cls.__module__}.{functional}")
+    return tuple(names)
+
+
+_TORCH_OPTIMIZERS = _torch_optimizers()
+
+
+@exercise("ch01-best-constant-step", forbid=_RUNS_GRADIENT_DESCENT + _TORCH_OPTIMIZERS + (
               "mathref.calculus.numerical_derivative",),
           because="derive η* and ρ from λ_min and λ_max; a numerical search for the best step "
                   "does not")
@@ -134,7 +181,9 @@ def check_ch01_best_constant_step(best_constant_step):
     """best_constant_step(H) returns (η*, ρ): the constant step that minimizes the worst
     per-step contraction max_i |1 − η λ_i| of gradient descent on θᵀHθ/2, and that factor."""
     expect_callable(best_constant_step, "best_constant_step(H)")
-    derived = without_autograd(best_constant_step)   # "derive both": no search by autograd
+    # "derive both": no search by autograd
+    derived = without_autograd(best_constant_step, because="this exercise asks for η* and ρ "
+                               "from the eigenvalues, not for a search for η by autograd")
     for H, lam, Q in _quadratic_cases():
         lo, hi = float(lam.min()), float(lam.max())
         got = derived(H.clone())
@@ -163,8 +212,16 @@ def check_ch01_best_constant_step(best_constant_step):
                    f"torch.linalg.eigvalsh(H))")
             expect(nearly_right or not _near(eta, 2 / float(torch.trace(H)), 1e-6),
                    f"{wrong} = 2/tr(H): the trace sums all eigenvalues, use only λ_min and λ_max")
+            lam32 = torch.linalg.eigvalsh(H.float())
+            in_float32 = _near(eta, 2 / float(lam32[0] + lam32[-1]), 1e-7)
+            expect(not nearly_right or not in_float32,
+                   f"{wrong}: η is within 1e-6 of 2/(λ_min + λ_max) but not within 1e-8, and "
+                   f"matches the formula computed in float32: compute in H's dtype "
+                   f"({str(H.dtype).replace('torch.', '')}). (A search over η that stops at a "
+                   f"grid spacing or a tolerance can miss by as much)")
             expect(not nearly_right, f"{wrong}: η is within 1e-6 of 2/(λ_min + λ_max) but not "
-                   f"within 1e-8: compute in H's dtype ({str(H.dtype).replace('torch.', '')})")
+                   f"within 1e-8: the formula, computed in H's dtype, gives all the digits (a "
+                   f"search over η that stops at a grid spacing or a tolerance does not)")
             expect(False, f"{wrong}: along the eigenvector of each eigenvalue λ_i the error is "
                    f"multiplied by 1 − ηλ_i, and the slowest of these factors is largest at "
                    f"λ_min or λ_max; choose η so that |1 − ηλ_min| = |1 − ηλ_max|")
@@ -230,15 +287,33 @@ class _LineBudgetSpent(BaseException):
 
 _LIBRARY_DIRS = (os.path.dirname(torch.__file__) + os.sep,                     # torch/
                  os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)  # mathref/
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+_SITE = os.sep + "site-packages" + os.sep
+
+
+def _imported_during_call(frame, home):
+    """Whether ``frame`` runs inside an import started after ``home`` (the budget's own frame):
+    a module that the call imports lazily, such as torch._dynamo, which PyTorch imports on the
+    first ``torch.tensor`` under a TorchFunctionMode (with sympy and mpmath, over 200,000 lines
+    of import machinery, tokenize and module set-up)."""
+    while frame is not None and frame is not home:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _with_line_budget(answer, args, budget=200_000):
     """answer(*args), stopped once it has executed ``budget`` lines of Python outside torch and
     mathref: a closed form needs a few dozen, a loop over 2·10¹⁰ steps never ends. Counting
     lines (sys.settrace) instead of seconds makes the verdict the same on every machine and in
-    every thread. Under the grader the student's code runs in another process, which this
-    tracer does not see; there the grader's per-exercise time limit stops such a loop."""
+    every thread. Not counted either: library code (the standard library, site-packages, code
+    compiled from a string) that runs inside an import the call sets off, which is the set-up
+    of a module, not the answer's work. Under the grader the student's code runs in another
+    process, which this tracer does not see; there the grader's per-exercise time limit stops
+    such a loop."""
     left = [budget]
+    home = sys._getframe()
 
     def local(frame, event, arg):
         if event == "line":
@@ -248,7 +323,13 @@ def _with_line_budget(answer, args, budget=200_000):
         return local
 
     def tracer(frame, event, arg):
-        return None if frame.f_code.co_filename.startswith(_LIBRARY_DIRS) else local
+        filename = frame.f_code.co_filename
+        if filename.startswith(_LIBRARY_DIRS):
+            return None
+        if (filename.startswith(("<", _STDLIB_DIR)) or _SITE in filename) \
+                and _imported_during_call(frame, home):
+            return None
+        return local
 
     previous = sys.gettrace()
     sys.settrace(tracer)
@@ -288,12 +369,23 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
     cases = [(3.0, 0.1, 1e-3), (3.0, 0.01, 1e-2), (-2.0, 0.3, 1e-6), (3.0, 0.9, 1e-4),
              (5.0, 0.45, 0.51), (3.0, 0.5, 1e-9), (0.01, 0.1, 0.1), (3.0, 1.0, 1e-3),
              (3.0, 1.2, 1e-3),
+             # |x0| ≤ tol already, with η = 0.5 and with |1 − 2η| ≥ 1: 0 steps either way (that
+             # test comes first)
+             (0.5, 0.5, 1.0), (0.5, 1.0, 1.0), (-0.5, 1.5, 0.5),
              # a tie: |x_k| = 2⁻ᵏ, so |x_29| = tol exactly and k = 29; the quotient of rounded
              # logarithms log(tol/|x0|)/log r comes out a hair above 29, and its ceiling is 30
              (1.0, 0.25, 2.0 ** -29),
              # just below that tie: k = 30, though the quotient exceeds 29 by only ~1e-12 (an
              # epsilon subtracted before the ceiling turns it into 29)
              (1.0, 0.25, 2.0 ** -29 * (1 - 2.0 ** -40)),
+             # a tie with r = 3/4: |x_3| = 0.75³ = tol exactly, k = 3; base-2 logarithms are
+             # exact at the ties above (r = 1/2), not here: log2, log and log10 all give a
+             # quotient a hair above 3
+             (1.0, 0.125, 0.75 ** 3),
+             # one rounding unit below the tie |x_5| = 2⁻⁵: k = 6, but the quotient of the
+             # logarithms rounds to exactly 5.0, whose ceiling stops one step short (a settle
+             # that only steps down from the ceiling keeps 5)
+             (1.0, 0.25, 2.0 ** -5 * (1 - 2.0 ** -53)),
              # k ≈ 2·10¹⁰ (1 − 2η = 1 − 2⁻³³ exactly): instant with the closed form, endless
              # with a loop over the steps
              (1.0, 2.0 ** -34, 0.1)]
@@ -307,13 +399,24 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
             raw, endless = _with_line_budget(steps_to_tolerance, (x0, lr, tol))
         except (ZeroDivisionError, ValueError, OverflowError) as err:
             r = abs(1 - 2 * lr)
+            raised = f"{where}: your code raised {type(err).__name__}: {err}"
             if r == 0 or r >= 1:
                 raise CheckFailure(
-                    f"{where}: your code raised {type(err).__name__}: {err}. Here |1 − 2η| = "
+                    f"{raised}. Here |1 − 2η| = "
                     f"{r:g}, so log|1 − 2η| is {'undefined' if r == 0 else 'not negative'}: "
                     f"handle η = 0.5 (one step) and |1 − 2η| ≥ 1 (math.inf) before taking "
                     f"logarithms") from None
-            raise
+            if isinstance(err, ValueError) and (x0 < 0 or 1 - 2 * lr < 0):
+                negative = f"x0 = {x0:g}" if x0 < 0 else f"1 − 2η = {1 - 2 * lr:g}"
+                raise CheckFailure(
+                    f"{raised}. Here {negative} is negative, and a logarithm of a negative "
+                    f"number is undefined: the closed form is |x_k| = |1 − 2η|^k·|x0|, with "
+                    f"absolute values") from None
+            if 1 - r < 1e-7:
+                raise CheckFailure(
+                    f"{raised}. Here |1 − 2η| = 1 − {1 - r:.3g}, which float32 rounds to 1 "
+                    f"(log 1 = 0, a division by zero): take the logarithms in float64") from None
+            raise CheckFailure(f"{raised}.") from None
         expect(not endless, f"{where}: your function was still running after 200,000 lines of "
                             f"Python (here k = {expected}): the closed form answers instantly; a "
                             f"loop over steps does not")
@@ -325,23 +428,39 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
             expect(got is not None, f"{where}: expected a whole number of steps, got {raw!r}"
                    + (" (round up with math.ceil)" if isinstance(raw, float) else ""))
             hint = ""
-            if got == expected + 1 and abs(x0) * abs(1 - 2 * lr) ** expected == tol:
-                hint = (f" (off by one: here |x0|·|1 − 2η|^{expected} equals tol exactly, and the "
-                        f"quotient of the rounded logarithms lands a hair above {expected}, so its "
-                        f"ceiling is one too many; check the candidate and the step before it "
-                        f"with the closed form |x0|·|1 − 2η|^k ≤ tol)")
+            x_exact, r_exact = abs(Fraction(x0)), abs(1 - 2 * Fraction(lr))
+            if got == expected + 1 and x_exact * r_exact ** expected == Fraction(tol):
+                r = abs(1 - 2 * lr)
+                above = [log.__name__ for log in (math.log, math.log2, math.log10)
+                         if math.ceil(log(tol / abs(x0)) / log(r)) > expected]
+                logs = (f"; the quotient of rounded logarithms ({', '.join(above)} here) lands a "
+                        f"hair above {expected}, so a ceiling of it alone is one too many"
+                        if above else "")
+                hint = (f" (off by one: here |x0|·|1 − 2η|^{expected} equals tol exactly, so "
+                        f"k = {expected} already meets |x_k| ≤ tol, equality included{logs}; "
+                        f"check the candidate and the step before it with the closed form "
+                        f"|x0|·|1 − 2η|^k ≤ tol)")
             elif (got == expected - 1 and expected <= 10_000
-                  and abs(Fraction(x0)) * abs(1 - 2 * Fraction(lr)) ** got
-                  <= Fraction(tol) * (1 + Fraction(1, 10 ** 9))):
-                hint = (f" (one too few: |x0|·|1 − 2η|^{got} exceeds tol, by a relative 10⁻¹² or "
-                        f"so; an epsilon subtracted before the ceiling hides that. Check the "
-                        f"candidate and the step before it with the closed form instead)")
+                  and x_exact * r_exact ** got <= Fraction(tol) * (1 + Fraction(1, 10 ** 9))):
+                excess = float(x_exact * r_exact ** got / Fraction(tol) - 1)
+                quotient = math.log(tol / abs(x0)) / math.log(abs(1 - 2 * lr))
+                cause = (f"the quotient of the float64 logarithms is {quotient!r}, a whole "
+                         f"number, so its ceiling alone stops one step short"
+                         if math.ceil(quotient) == got else
+                         f"the quotient of the float64 logarithms is {quotient!r}, above {got}, "
+                         f"so something brought it down: an epsilon subtracted before the "
+                         f"ceiling, or logarithms in float32")
+                hint = (f" (one too few: |x0|·|1 − 2η|^{got} exceeds tol, by a relative "
+                        f"{excess:.1g}; {cause}. Settle the candidate with the closed form in "
+                        f"both directions: step up while |x0|·|1 − 2η|^k > tol, and down while "
+                        f"the step before also meets tol)")
             elif got in (expected - 1, expected + 1):
                 hint = (" (off by one: k is the smallest whole number with |x0|·|1 − 2η|^k ≤ "
                         "tol, so round up with math.ceil)")
-            if expected == 0:
-                hint = " (|x0| ≤ tol already: no step is needed)"
             if lr == 0.5:
                 hint = " (η = 0.5 lands on the minimum in one step: |1 − 2η| = 0)"
+            if expected == 0:
+                hint = (" (|x0| ≤ tol already: no step is needed, whatever η; test that before "
+                        "the cases of η)")
             expect(got == expected, f"{where}: expected {expected} steps, got {raw!r}{hint}")
-    return "including η = 0.5 (one step), η = 1 (never), η > 1 (never) and an exact tie"
+    return "including η = 0.5 (one step), η = 1 (never), η > 1 (never) and exact ties"

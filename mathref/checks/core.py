@@ -224,10 +224,6 @@ def expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10, tensor_only=Fals
                            f"largest difference {(got - want).abs().max().item():.3g}")
 
 
-_AUTOGRAD_MESSAGE = ("this exercise asks for the gradient by hand, without autograd, but your "
-                     "function used it ({what}). Compute it from the formulas in the chapter.")
-
-
 # torch.func's differentiating transforms: under inference mode some torch versions raise and
 # others (2.9) quietly return wrong numbers, so they are refused by name, like backward.
 _FUNC_TRANSFORMS = ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
@@ -271,25 +267,27 @@ class _RealOnly(TorchDispatchMode):
         return out
 
 
-def without_autograd(answer):
+def without_autograd(answer, because="it asks for the gradient by hand, without autograd: "
+                     "compute it from the formulas in the chapter"):
     """``answer`` wrapped so that each call runs with autograd unavailable: under
     ``torch.inference_mode()`` (no graph is recorded, so ``backward`` has nothing to follow) and
     with ``Tensor.backward``, ``torch.autograd.grad``/``backward``, the differentiating
     transforms of ``torch.func`` and ``torch.autograd.functional`` refused (a :class:`Forbidden`
     rule, so names imported before the call refuse too), and with complex tensors refused
     (complex-step differentiation). Use it for every exercise whose statement says "without
-    autograd"; compute the checker's own oracle outside the call."""
+    autograd"; compute the checker's own oracle outside the call. ``because`` ends the message
+    of a refusal (an exercise that asks for no gradient says what it asks for instead)."""
     @functools.wraps(answer)
     def call(*args, **kwargs):
-        rule = Forbidden(_AUTOGRAD_NAMES, "this exercise", "it asks for the gradient by hand, "
-                         "without autograd: compute it from the formulas in the chapter")
+        rule = Forbidden(_AUTOGRAD_NAMES, "this exercise", because)
         real = _RealOnly()
         try:
             with rule, torch.inference_mode(), real:
                 result = answer(*args, **kwargs)
         except RuntimeError as err:
             if "grad" in str(err):  # e.g. requires_grad_ on an inference tensor
-                raise CheckFailure(_AUTOGRAD_MESSAGE.format(what=str(err).splitlines()[0]))
+                raise CheckFailure(f"your function used autograd ({str(err).splitlines()[0]}), "
+                                   f"which this exercise does not allow: {because}")
             raise
         if real.hit:
             raise CheckFailure(_COMPLEX_STEP_MESSAGE)
@@ -485,6 +483,7 @@ class Forbidden:
 
     def __enter__(self):
         self.hits = []
+        self._wrappers = set()      # the stubs of decorator wrappers (see below)
         functions, aten, conditions = {}, {}, {}
         for name in self.names:
             base, condition = _condition(name)
@@ -506,16 +505,29 @@ class Forbidden:
                     self._attrs.append((namespace, attr, obj))
                     setattr(namespace, attr, _refusing(name, obj))
             elif inspect.isfunction(obj):
-                if obj.__code__.co_name != name:      # not already refused by an outer rule
-                    self._saved.append((obj, obj.__code__))
-                    obj.__code__ = _stub_code(len(obj.__code__.co_freevars), name)
+                # a torch function behind decorators (an optimizer's step, once its class has been
+                # built, is a profiling wrapper around a no-grad wrapper around the step): each
+                # layer refuses, so the refusal names the call whichever layer is reached first
+                # (another optimizer's wrapper runs the same wrapper code around its own step)
+                layers = [obj]
+                while obj.__module__.startswith("torch") \
+                        and inspect.isfunction(getattr(layers[-1], "__wrapped__", None)):
+                    layers.append(layers[-1].__wrapped__)
+                for layer in layers:
+                    if layer.__code__.co_name != name:    # not already refused by an outer rule
+                        self._saved.append((layer, layer.__code__))
+                        layer.__code__ = _stub_code(len(layer.__code__.co_freevars), name)
+                        if layer is not layers[-1]:
+                            self._wrappers.add(layer.__code__)
                 if obj.__module__.startswith("torch"):
                     functions[obj] = name             # torch's Python functions dispatch too
             else:
                 functions[obj] = name
         ACTIVE.append(self)
         if self.label in CHECKS:        # an exercise's own rule: its gate on what runs, too
-            self._gate = gate.for_exercise(self.label, [code for _, code in self._saved])
+            # (a decorator's wrapper is no copy of what it wraps: its code is every wrapper's)
+            self._gate = gate.for_exercise(self.label, [
+                code for layer, code in self._saved if layer.__code__ not in self._wrappers])
             self._gate.trusted.update(self.trusted)
             self._gate.__enter__()
         # the named refusals' modes go above the gate's: a call this rule names is refused

@@ -80,7 +80,10 @@ ELEMENTARY = frozenset("""
     requires_grad_ retain_grad
     is_inference storage_offset is_contiguous is_same_size is_signed is_conj is_neg
     output_nr _version element_size
+    _record_function_enter_new _record_function_exit
 """.split())
+# (the last two are the profiler's labels, which an optimizer's step puts around itself: allowed,
+# so that a refused step is refused by its own name, not by its label)
 
 
 class Refused(Exception):
@@ -169,7 +172,7 @@ _GATE_FILES = {os.path.abspath(__file__), os.path.join(_CHECKS, "core.py")}
 _TORCH_REFUSED = ("_refs", "_decomp", "_prims", "distributions")
 # under "without autograd": torch's differentiating Python code (grad_mode.py stays: no_grad)
 _TORCH_AUTOGRAD = ("autograd", "func", "_functorch")
-_AUTOGRAD_ALLOWED = ("grad_mode.py",)
+_AUTOGRAD_ALLOWED = ("grad_mode.py", "profiler.py", "profiler_util.py")   # (no_grad; labels)
 # third-party code that runs around any answer, not for it: Jupyter's and pytest's output
 # streams (a print in the answer), the import hooks of an editable install
 _INFRASTRUCTURE = frozenset((
@@ -336,7 +339,12 @@ def for_exercise(label, forbidden_codes=()):
             fp for fp, modules in library.items() if not modules & mathref)
     return Gate(label, ops=rule.get("ops", ()), mathref=mathref, modules=rule.get("modules", ()),
                 no_autograd=torch.is_inference_mode_enabled(), allows=rule.get("allows", ""),
-                copies=copies, forbidden=forbidden_codes)
+                copies=copies, forbidden=forbidden_codes,
+                no_autograd_because=rule.get("no_autograd_because", NO_AUTOGRAD_BECAUSE))
+
+
+# why "without autograd", unless the exercise's allowance says otherwise (``no_autograd_because``)
+NO_AUTOGRAD_BECAUSE = "this exercise asks for the gradient by hand, without autograd"
 
 
 class Gate:
@@ -345,8 +353,10 @@ class Gate:
     under ``no_autograd`` no graph is built. ``label`` and ``allows`` make the message."""
 
     def __init__(self, label, ops=frozenset(), mathref=frozenset(), modules=frozenset(),
-                 no_autograd=False, allows="", copies=(), forbidden=(), trusted=()):
+                 no_autograd=False, allows="", copies=(), forbidden=(), trusted=(),
+                 no_autograd_because=NO_AUTOGRAD_BECAUSE):
         self.label = label
+        self.no_autograd_because = no_autograd_because
         self.allows = "PyTorch's elementary operations (arithmetic, comparisons, exp, log, " \
             "sqrt, reductions, matmul, views, indexing, creation, casts)" \
             + (f" and {allows}" if allows else "") \
@@ -369,7 +379,7 @@ class Gate:
     def message(self, what, where):
         # the reason only where the exercise is "without autograd": elsewhere autograd is not
         # why (a copy of mathref.autograd.topological_order is refused as a copy)
-        why = (": this exercise asks for the gradient by hand, without autograd"
+        why = (f": {self.no_autograd_because}"
                if self.no_autograd and ("autograd" in what or "autograd" in where) else "")
         return (f"your solution ran {what} (from {where}), which {self.label} does not "
                 f"allow{why}. It allows {self.allows}")

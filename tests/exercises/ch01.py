@@ -273,6 +273,8 @@ RIGHT_ANSWERS = {
         "    k = torch.ceil(torch.log(torch.tensor(tol / abs(x0), dtype=torch.float64)) / torch.log(r)).long()\n"
         "    if k > 0 and abs(x0) * r ** (k - 1) <= tol:       # a tie that the logarithms rounded up\n"
         "        k = k - 1\n"
+        "    elif abs(x0) * r ** k > tol:                      # a near-tie they rounded down\n"
+        "        k = k + 1\n"
         "    return k\n",
     ],
     "ch01-best-constant-step": [
@@ -305,3 +307,116 @@ def gd_by_mathref(df, x0, lr, steps):
 
 WRONG_ANSWERS["ch01-central-difference"].append(central_by_mathref)
 WRONG_ANSWERS["ch01-gradient-descent-loop"].append(gd_by_mathref)
+
+
+def steps_ceil_of_log2(x0, lr, tol):    # exact at ties with r = 1/2; 4 for x0 = 1, η = 0.125, tol = 0.75³
+    if abs(x0) <= tol:
+        return 0
+    r = abs(1 - 2 * lr)
+    if r == 0:
+        return 1
+    if r >= 1:
+        return math.inf
+    return math.ceil(math.log2(tol / abs(x0)) / math.log2(r))
+
+
+def steps_settled_downward_only(x0, lr, tol):  # 5 for tol one rounding unit below 2⁻⁵ (η = 0.25)
+    k = _steps_from_logs(x0, lr, tol)
+    if k in (0, 1, math.inf):
+        return k
+    r = abs(1 - 2 * lr)
+    while k > 0 and abs(x0) * r ** (k - 1) <= tol:
+        k -= 1
+    return k
+
+
+def steps_settled_with_strict_comparison(x0, lr, tol):   # |x_k| < tol: one too many at a tie
+    k = _steps_from_logs(x0, lr, tol)
+    if k in (0, 1, math.inf):
+        return k
+    r = abs(1 - 2 * lr)
+    while k > 0 and abs(x0) * r ** (k - 1) < tol:
+        k -= 1
+    while abs(x0) * r ** k >= tol:
+        k += 1
+    return k
+
+
+def steps_without_absolute_values(x0, lr, tol):   # log of 1 − 2η < 0 for η > 0.5
+    if abs(x0) <= tol:
+        return 0
+    r = 1 - 2 * lr
+    if r == 0:
+        return 1
+    if abs(r) >= 1:
+        return math.inf
+    return math.ceil(math.log(tol / abs(x0)) / math.log(r))
+
+
+def steps_float32_logs_settled(x0, lr, tol):   # float32 rounds 1 − 2⁻³³ to 1: log r = 0
+    if abs(x0) <= tol:
+        return 0
+    r = abs(1 - 2 * lr)
+    if r == 0:
+        return 1
+    if r >= 1:
+        return math.inf
+    k = math.ceil((torch.log(torch.tensor(tol / abs(x0))) / torch.log(torch.tensor(r))).item())
+    while k > 0 and abs(x0) * r ** (k - 1) <= tol:
+        k -= 1
+    while abs(x0) * r ** k > tol:
+        k += 1
+    return k
+
+
+WRONG_ANSWERS["ch01-steps-to-tolerance"] += [
+    steps_ceil_of_log2, steps_settled_downward_only, steps_settled_with_strict_comparison,
+    steps_without_absolute_values, steps_float32_logs_settled]
+
+
+def central_difference_float32(f, x, h):   # float32: 6.760001183 for 6.76
+    x = torch.tensor(x, dtype=torch.float32)
+    return (f(x + h) - f(x - h)) / (2 * h)
+
+
+def gd_float32(df, x0, lr, steps):          # float32 iterates: 2.400000095 for 2.4
+    xs = [torch.tensor(x0, dtype=torch.float32)]
+    for _ in range(steps):
+        xs.append(xs[-1] - lr * df(xs[-1]))
+    return xs
+
+
+def gd_accumulated_gradient(df, x0, lr, steps):   # a gradient summed over the steps, never reset
+    xs, total = [x0], 0.0
+    for _ in range(steps):
+        total += df(xs[-1])
+        xs.append(xs[-1] - lr * total)
+    return xs
+
+
+WRONG_ANSWERS["ch01-central-difference"].append(central_difference_float32)
+WRONG_ANSWERS["ch01-gradient-descent-loop"] += [gd_float32, gd_accumulated_gradient]
+
+
+def central_derivative_plus_h_squared(f, x, h):   # exact on x³ (3x² + h²), not the quotient elsewhere
+    return (f(x + 1e-5) - f(x - 1e-5)) / 2e-5 + h * h
+
+
+def steps_special_cases_in_wrong_order(x0, lr, tol):   # inf for x0 = 0.5, η = 1, tol = 1: should be 0
+    r = abs(1 - 2 * lr)
+    if r >= 1:
+        return math.inf
+    if r == 0:
+        return 1
+    if abs(x0) <= tol:
+        return 0
+    k = math.ceil(math.log(tol / abs(x0)) / math.log(r))
+    while k > 0 and abs(x0) * r ** (k - 1) <= tol:
+        k -= 1
+    while abs(x0) * r ** k > tol:
+        k += 1
+    return k
+
+
+WRONG_ANSWERS["ch01-central-difference"].append(central_derivative_plus_h_squared)
+WRONG_ANSWERS["ch01-steps-to-tolerance"].append(steps_special_cases_in_wrong_order)
