@@ -228,6 +228,8 @@ def check_ch06_adamw_step(adamw_step):
     "torch.linalg.svdvals", "torch.svd_lowrank", "torch.pca_lowrank", "torch.linalg.eigh",
     "torch.linalg.eigvalsh", "torch.linalg.eig", "torch.linalg.eigvals",
     "torch.ops.aten._linalg_svd", "torch.ops.aten._linalg_eigh", "torch.ops.aten.linalg_eig",
+    # torch's own Newton–Schulz (Muon's), in case its bfloat16 cast is patched out
+    "torch.optim._muon._zeropower_via_newtonschulz",
     # nor by NumPy (np.linalg.svd): the tensor may not become an array
     "torch.Tensor.numpy", "torch.Tensor.__array__"),
     because="the iteration is what replaces an SVD: use only matrix products and the "

@@ -1,4 +1,5 @@
 """Typical wrong answers to chapter 6's exercises: each must fail its checker."""
+import importlib.util
 import math
 
 import torch
@@ -328,3 +329,120 @@ RIGHT_ANSWERS = {
         "    return X.T if tall else X\n",
     ],
 }
+
+
+# ------------------------------------------- in-place updates, other norms and matrix products
+# PyTorch's own in-place style: the checker hands in copies, so updating them in place is fine
+_IN_PLACE_ADAM_CORE = (
+    "    m.mul_(beta1).add_(grad, alpha=1 - beta1)\n"
+    "    v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)\n"
+    "    denom = (v.sqrt() / math.sqrt(1 - beta2 ** t)).add_(eps)\n"
+    "    theta.addcdiv_(m, denom, value=-lr / (1 - beta1 ** t))\n"
+    "    return theta, m, v\n")
+RIGHT_ANSWERS["ch06-adam-step"] += [
+    "def adam_step(theta, grad, m, v, t, lr, beta1, beta2, eps):\n" + _IN_PLACE_ADAM_CORE,
+    "def adam_step(theta, grad, m, v, t, lr, beta1, beta2, eps):\n"     # addcmul, addcdiv_ only
+    "    m = m.lerp(grad, 1 - beta1)\n"
+    "    v = torch.addcmul(v * beta2, grad, grad, value=1 - beta2)\n"
+    "    theta.addcdiv_(m / (1 - beta1 ** t), (v / (1 - beta2 ** t)).sqrt() + eps, value=-lr)\n"
+    "    return theta, m, v\n",
+]
+RIGHT_ANSWERS["ch06-adamw-step"] += [
+    "def adamw_step(theta, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
+    "    theta.mul_(1 - lr * weight_decay)\n" + _IN_PLACE_ADAM_CORE,
+]
+RIGHT_ANSWERS["ch06-clip-global-norm"] += [
+    "def clip_global_norm(grads, max_norm):\n"                      # torch.linalg.norm of all entries
+    "    total = torch.linalg.norm(torch.cat([g.flatten() for g in grads]))\n"
+    "    return [g * torch.clamp(max_norm / total, max=1.0) for g in grads]\n",
+    "def clip_global_norm(grads, max_norm):\n"                      # per-tensor norms, then theirs
+    "    total = torch.linalg.norm(torch.stack([torch.linalg.norm(g) for g in grads]))\n"
+    "    return [g * min(1.0, max_norm / float(total)) for g in grads]\n",
+    "def clip_global_norm(grads, max_norm):\n"                      # Frobenius norm per tensor
+    "    total = math.sqrt(sum(float(torch.linalg.matrix_norm(g.reshape(1, -1))) ** 2\n"
+    "                          for g in grads))\n"
+    "    return [g * min(1.0, max_norm / total) for g in grads]\n",
+]
+RIGHT_ANSWERS["ch06-newton-schulz"] += [
+    "def orthogonalize(G, steps):\n"                                # torch.linalg.matrix_power
+    "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+    "    X = G / torch.linalg.norm(G)\n"
+    "    for _ in range(steps):\n"
+    "        A = X @ X.T\n"
+    "        X = a * X + (b * A + c * torch.linalg.matrix_power(A, 2)) @ X\n"
+    "    return X\n",
+    "def orthogonalize(G, steps):\n"                                # torch.linalg.multi_dot
+    "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+    "    X = G / G.norm()\n"
+    "    for _ in range(steps):\n"
+    "        A = X @ X.T\n"
+    "        X = a * X + b * torch.linalg.multi_dot([X, X.T, X]) \\\n"
+    "            + c * torch.linalg.multi_dot([A, A, X])\n"
+    "    return X\n",
+    "def orthogonalize(G, steps):\n"                                # ‖G‖_F = √tr(GGᵀ)
+    "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+    "    X = G / torch.sqrt(torch.trace(G @ G.T))\n"
+    "    for _ in range(steps):\n"
+    "        A = X @ X.T\n"
+    "        X = a * X + (b * A + c * torch.matrix_power(A, 2)) @ X\n"
+    "    return X\n",
+]
+
+# ... while what the statement does not allow stays refused: a low-rank SVD, an eigendecomposition
+# of GᵀG, eigenvectors by QR iteration, and torch's own Newton–Schulz (its bfloat16 cast patched out)
+_NS_FROM_EIGH = (
+    "def orthogonalize(G, steps):\n"
+    "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+    "    L, V = {eigh}(G.T @ G)\n"
+    "    S = L.clamp(min=0).sqrt()\n"
+    "    keep = S > 1e-12 * S.max()\n"
+    "    S, V = S[keep], V[:, keep]\n"
+    "    U = G @ V / S\n"
+    "    s = S / G.norm()\n"
+    "    for _ in range(steps):\n"
+    "        s = a * s + b * s ** 3 + c * s ** 5\n"
+    "    return U @ torch.diag(s) @ V.T\n")
+SHORTCUTS["ch06-newton-schulz"] += [
+    "def orthogonalize(G, steps):\n"
+    "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+    "    U, S, V = torch.svd_lowrank(G, q=min(G.shape), niter=10)\n"
+    "    s = S / G.norm()\n"
+    "    for _ in range(steps):\n"
+    "        s = a * s + b * s ** 3 + c * s ** 5\n"
+    "    return U @ torch.diag(s) @ V.T\n",
+    _NS_FROM_EIGH.format(eigh="torch.linalg.eigh"),
+    _NS_FROM_EIGH.format(eigh="torch.ops.aten._linalg_eigh.default")
+    .replace("L, V =", "L, V, _ ="),
+    "def orthogonalize(G, steps):\n"                                 # eigenvectors of GᵀG by QR
+    "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+    "    A = G.T @ G\n"
+    "    V = torch.eye(A.shape[0], dtype=G.dtype)\n"
+    "    for _ in range(300):\n"
+    "        V, _ = torch.linalg.qr(A @ V)\n"
+    "    S = (V.T @ A @ V).diagonal().clamp(min=0).sqrt()\n"
+    "    keep = S > 1e-12 * S.max()\n"
+    "    S, V = S[keep], V[:, keep]\n"
+    "    U = G @ V / S\n"
+    "    s = S / G.norm()\n"
+    "    for _ in range(steps):\n"
+    "        s = a * s + b * s ** 3 + c * s ** 5\n"
+    "    return U @ torch.diag(s) @ V.T\n",
+    "def orthogonalize(G, steps):\n"                                 # A^(-1/2) needs an inverse
+    "    a, b, c = 3.4445, -4.7750, 2.0315\n"
+    "    X = G / G.norm()\n"
+    "    for _ in range(steps):\n"
+    "        A = X @ X.T\n"
+    "        X = a * X + (b * A + c * torch.linalg.matrix_power(A, -1) @ A @ A @ A) @ X\n"
+    "    return X\n",
+]
+if hasattr(torch.optim, "_muon") or importlib.util.find_spec("torch.optim._muon") is not None:
+    SHORTCUTS["ch06-newton-schulz"] += [
+        "from torch.optim import _muon\n\n"
+        "def orthogonalize(G, steps):\n"
+        "    cast = torch.Tensor.bfloat16\n"
+        "    torch.Tensor.bfloat16 = lambda self, *args, **kwargs: self.clone()\n"
+        "    try:\n"
+        "        return _muon._zeropower_via_newtonschulz(G, (3.4445, -4.7750, 2.0315), steps, 1e-300)\n"
+        "    finally:\n"
+        "        torch.Tensor.bfloat16 = cast\n",
+    ]
