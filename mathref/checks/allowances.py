@@ -17,8 +17,6 @@ EMBEDDING = ("embedding",)
 CROSS_ENTROPY = ("cross_entropy_loss", "nll_loss", "nll_loss_forward", "nll_loss_nd",
                  "nll_loss2d_forward")
 # a training step's backward pass runs the backward kernels of what its forward ran
-# the in-place twins of the elementary addcmul and addcdiv (PyTorch's own Adam update)
-IN_PLACE = ("addcmul_", "addcdiv_")
 BACKWARD = ("nll_loss_backward", "_log_softmax_backward_data", "_softmax_backward_data",
             "silu_backward", "tanh_backward", "embedding_backward", "embedding_dense_backward")
 
@@ -61,10 +59,6 @@ ALLOWANCES = {
     # ‖g‖ by any name (matrix_norm's SVD-based orders stay refused: _linalg_svd is not here)
     "ch06-clip-global-norm": dict(ops=("linalg_norm", "linalg_matrix_norm"),
                                   allows="torch.linalg.norm, vector_norm and matrix_norm"),
-    # PyTorch's own in-place update: the checker hands in copies, so m.mul_(β₁).add_(…),
-    # v.mul_(β₂).addcmul_(g, g, …) and θ.addcdiv_(…) are the out-of-place forms' twins
-    "ch06-adam-step": dict(ops=IN_PLACE, allows="addcmul_ and addcdiv_ in place"),
-    "ch06-adamw-step": dict(ops=IN_PLACE, allows="addcmul_ and addcdiv_ in place"),
     # Muon's normalization, the Frobenius norm (also as √tr(GGᵀ)), and matrix products by any
     # name: matrix_power (a negative power runs linalg_inv, not here) and multi_dot. SVD, eigh,
     # QR and torch's own Newton–Schulz stay refused (not here, and forbidden by name)

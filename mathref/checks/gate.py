@@ -45,7 +45,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 ELEMENTARY = frozenset("""
     add add_ sub sub_ rsub mul mul_ div div_ neg neg_ reciprocal reciprocal_ pow pow_
     float_power remainder fmod floor_divide abs abs_ sign sgn copysign square true_divide
-    true_divide_ addcmul addcdiv lerp lerp_ addmm addmv addbmm baddbmm
+    true_divide_ addcmul addcmul_ addcdiv addcdiv_ lerp lerp_ addmm addmv addbmm baddbmm
     exp exp_ exp2 expm1 log log_ log2 log10 log1p sqrt sqrt_ rsqrt rsqrt_ sin cos tan tanh
     sinh cosh asin acos atan atan2 arctan2 erf sigmoid hypot xlogy special_xlog1py
     clamp clamp_ clamp_min clamp_min_ clamp_max clamp_max_ clip clip_ floor ceil round trunc

@@ -632,6 +632,18 @@ SHORTCUTS = {
 }
 
 RIGHT_ANSWERS = {
+    "ch16-adamw": [
+        # PyTorch's own in-place style (the fifth read's N3: addcmul_ was refused)
+        "def adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay):\n"
+        "    p, m, v = p.clone(), m.clone(), v.clone()\n"
+        "    b1, b2 = betas\n"
+        "    p.mul_(1 - lr * weight_decay)\n"
+        "    m.mul_(b1).add_(g, alpha=1 - b1)\n"
+        "    v.mul_(b2).addcmul_(g, g, value=1 - b2)\n"
+        "    denom = (v / (1 - b2 ** t)).sqrt_().add_(eps)\n"
+        "    p.addcdiv_(m, denom, value=-lr / (1 - b1 ** t))\n"
+        "    return p, m, v\n",
+    ],
     "ch16-rms-norm": [
         "def rms_norm(x, weight, eps=1e-5):\n"
         "    return weight * x * torch.rsqrt((x * x).sum(-1, keepdim=True) / x.shape[-1] + eps)\n",
