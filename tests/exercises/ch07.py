@@ -270,3 +270,19 @@ def residual_in_float32(jacobians, grad_out):
 
 WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_scale_in_float32]
 WRONG_ANSWERS["ch07-residual-backward"] += [residual_in_float32]
+
+
+# ---------------------------------------------------------------- added after the third read
+def dropout_sorted_mask(x, p):
+    keep = (torch.rand(x.shape, dtype=x.dtype) >= p).to(x.dtype)
+    keep = keep.sort(dim=-1, descending=True).values          # right count, kept units first
+    return x * keep / (1 - p)
+
+
+def dropout_first_k(x, p):
+    k = (torch.rand(x.shape, dtype=x.dtype) >= p).sum(-1, keepdim=True)   # Binomial count
+    keep = (torch.arange(x.shape[-1]) < k).to(x.dtype)                   # the first k units
+    return x * keep / (1 - p)
+
+
+WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_sorted_mask, dropout_first_k]
