@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 from mathref import checks
 from mathref.checks import ExerciseCheckFailed
@@ -67,8 +68,13 @@ def test_torch_logarithms_pass_in_a_fresh_process_and_a_loop_still_fails():
                          text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "✅ ch01-steps-to-tolerance: passed" in run.stdout, run.stdout
-    # (the path under test: the check itself set off the import)
-    assert "torch._dynamo imported during the check: True" in run.stdout, run.stdout
+    # (the path under test: the check itself set off the import. It does on the pinned torch;
+    # older ones, such as the floor the canary tests, do not import torch._dynamo there, and
+    # the right answer must pass all the same)
+    pinned = next(line.split("==")[1].strip() for line in (ROOT / "requirements.txt").open()
+                  if line.startswith("torch=="))
+    if torch.__version__.split("+")[0] == pinned:
+        assert "torch._dynamo imported during the check: True" in run.stdout, run.stdout
     loop = run.stdout.split("loop: ", 1)[-1]
     assert "still running after 200,000 lines" in loop and "k = 19779055341" in loop, run.stdout
 
