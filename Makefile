@@ -213,10 +213,10 @@ times:
 	  echo; echo "Seed sweep, offset $$(basename $$f .txt | sed 's/.*_//') (outputs not compared):"; cat "$$f"; done
 
 # mathref unit tests, checker, structure and student tests; every notebook under nbval; then
-# the same in the perturbed numeric environment, while beside it, on the core the perturbed pass
-# leaves idle as chapter 14 trains, the warning-free book is built (niced), checked in the
-# browser (mostly waiting: 47 s of CPU in 187 s) and the unit tests run on the floor torch
-# (niced); then the seed sweep at offset 1 (every assert on other seeds); then the per-notebook
+# the same in the perturbed numeric environment and, after it, the seed sweep at offset 1 (every
+# assert on other seeds), while beside both, on the core they leave idle as chapter 14 trains,
+# the warning-free book is built (niced), printed to PDF, checked in the browser (mostly waiting:
+# 47 s of CPU in 187 s) and the unit tests run on the floor torch (niced); then the per-notebook
 # time tables of the three notebook passes and the total.
 test: venv browser-check
 	@start=$$(date +%s); mkdir -p _build; rm -f _build/notebook_times*.txt; \
@@ -229,11 +229,11 @@ test: venv browser-check
 	    nice $(MAKE) --no-print-directory canary-floor CANARY_JOBS=1 ) > _build/beside_perturbed.log 2>&1 & \
 	  beside=$$!; $(MAKE) --no-print-directory nbval-perturbed; perturbed=$$?; \
 	  mv _build/notebook_times.txt _build/notebook_times_perturbed.txt 2>/dev/null; \
+	  seeds=1; [ $$perturbed -ne 0 ] || { $(MAKE) --no-print-directory seeds SEED_OFFSETS=1; seeds=$$?; }; \
 	  wait $$beside; beside_status=$$?; \
-	  echo; echo "--- beside the perturbed pass: make book, make pdf-only, make browser, make canary-floor ---"; \
+	  echo; echo "--- beside the perturbed pass and the seed sweep: make book, make pdf-only, make browser, make canary-floor ---"; \
 	  cat _build/beside_perturbed.log; \
-	  [ $$perturbed -eq 0 ] && [ $$beside_status -eq 0 ]; } && \
-	$(MAKE) --no-print-directory seeds SEED_OFFSETS=1; status=$$?; \
+	  [ $$perturbed -eq 0 ] && [ $$seeds -eq 0 ] && [ $$beside_status -eq 0 ]; }; status=$$?; \
 	mv _build/notebook_times_normal.txt _build/notebook_times.txt 2>/dev/null; \
 	echo; $(MAKE) --no-print-directory times; \
 	if [ "$(BROWSER)" = skip ]; then echo; echo "$(BROWSER_SKIPPED)"; echo; fi; \
