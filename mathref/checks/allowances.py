@@ -75,8 +75,13 @@ ALLOWANCES = {
     "ch08-running-stats": dict(ops=("cov", "nanmean", "nansum", "logical_not_"),
                                allows="torch.cov and torch.nanmean/nansum"),
     "ch09-soft-lookup": dict(ops=SOFTMAX + LOG_SOFTMAX, allows="torch.softmax"),
-    "ch10-one-hot-embedding": dict(ops=("one_hot",), allows="F.one_hot"),
-    "ch10-bpe-encode": dict(mathref=("mathref.tokenizers",),
+    # the product by any name: F.linear(one_hot, E.T) is section 10.5's "linear layer without
+    # bias", torch.inner(one_hot, E.T) a product too (neither selects rows by index)
+    "ch10-one-hot-embedding": dict(ops=("one_hot", "linear", "inner"),
+                                   allows="F.one_hot, F.linear and torch.inner"),
+    # (mathref._validation: the argument checks BPETokenizer's own methods run, a token_bytes
+    # sanity check in a correct answer included)
+    "ch10-bpe-encode": dict(mathref=("mathref.tokenizers", "mathref._validation"),
                             allows="mathref.tokenizers' pre-tokenization pattern"),
     "ch11-attention": dict(ops=SOFTMAX + LOG_SOFTMAX, allows="torch.softmax (or log_softmax, logsumexp)"),
     "ch11-gqa-backward": dict(ops=SOFTMAX, mathref=ATTENTION_HELPERS, allows="torch.softmax"),

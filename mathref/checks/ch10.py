@@ -1,9 +1,14 @@
 """Checkers for chapter 10: tokenization and embeddings."""
+import contextlib
+import gc
+import os
 import re
+import sys
+import types
 
 import torch
 
-from mathref.checks.core import integer, rng
+from mathref.checks.core import integer, rng, _stub_code
 from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, expect_tensor_close
 from mathref import tokenizers
 
@@ -113,28 +118,65 @@ _ONE_HOT_SHORTCUTS = (
     "torch.narrow")
 
 
+_SHAPES = re.compile(r"\((\d+)x(\d+) and (\d+)x(\d+)\)")
+
+
 def _embed_with(embed_one_hot, ids, E, what):
     """The student's embeddings of ``ids`` with the table E; a dtype clash between the one-hot
-    vectors and E, or one-hot vectors of the wrong width, is reported as such."""
+    vectors and E, one-hot vectors of the wrong width, or a product with E.T instead of E, is
+    reported as such."""
+    V, d = E.shape
     try:
         got = embed_one_hot(ids, E)
     except RuntimeError as err:
+        if isinstance(err, NotImplementedError):
+            raise
+        first = (str(err).splitlines() or [""])[0]
         if "dtype" in str(err) or "Double" in str(err) or "Float" in str(err):
             raise CheckFailure(f"{what}: with a {str(E.dtype).replace('torch.', '')} table your "
-                               f"code raised RuntimeError: {str(err).splitlines()[0]}; cast the "
+                               f"code raised RuntimeError: {first}; cast the "
                                f"one-hot vectors to E.dtype (.to(E.dtype)), not to a fixed dtype "
                                f"such as .double() or .float()") from None
-        if "cannot be multiplied" in str(err):
-            raise CheckFailure(f"{what}: your code raised RuntimeError: {str(err).splitlines()[0]}; "
-                               f"the one-hot vectors need V = E.shape[0] = {E.shape[0]} entries "
-                               f"(F.one_hot(ids) alone makes them as wide as the largest id + 1: "
-                               f"pass num_classes)") from None
+        if "cannot be multiplied" in str(err) or "size mismatch" in str(err) \
+                or "must match the size" in str(err) or "Expected size" in str(err):
+            shapes = _SHAPES.search(str(err))
+            if shapes is not None and int(shapes[2]) == V and (int(shapes[3]), int(shapes[4])) == (d, V):
+                cause = (f"the one-hot vectors have the right width V = {V}, but they were "
+                         f"multiplied by E.T (shape [{d}, {V}]; F.linear(x, W) computes x @ W.T): the "
+                         f"product is one_hot @ E, with "
+                         f"E of shape [V, d] = [{V}, {d}]")
+            elif shapes is not None and int(shapes[2]) != V:
+                cause = (f"the one-hot vectors need V = E.shape[0] = {V} entries, not "
+                         f"{shapes[2]} (F.one_hot(ids) alone makes them as wide as the largest "
+                         f"id + 1: pass num_classes)")
+            else:
+                cause = (f"the product is one_hot @ E with one-hot vectors of width "
+                         f"V = E.shape[0] = {V} (pass num_classes to F.one_hot) and E itself, of "
+                         f"shape [V, d] = [{V}, {d}], not E.T")
+            raise CheckFailure(f"{what}: your code raised RuntimeError: {first}; {cause}") from None
         raise
     expect(isinstance(got, torch.Tensor), f"{what}: expected a tensor, got {type(got).__name__}")
     expect(got.dtype == E.dtype, f"{what}: the table E is {E.dtype} and the embeddings should be "
                                  f"too, got {got.dtype}: cast the one-hot vectors to E.dtype, not "
                                  f"to a fixed dtype")
     return got
+
+
+def _expect_rows(got, E, ids, what, rtol, atol):
+    """``got`` equals E[ids]; a float64 result that is right only to float32's precision was
+    computed in float32 (a .float() cast cast back), which the message says."""
+    want = E[ids]
+    try:
+        expect_tensor_close(got, want, f"{what}, against E[ids]", rtol=rtol, atol=atol,
+                            tensor_only=True)
+    except CheckFailure as failure:
+        if E.dtype == torch.float64 and tuple(got.shape) == tuple(want.shape) \
+                and torch.allclose(got.double(), want, rtol=1e-6, atol=1e-6):
+            raise CheckFailure(f"{failure}: your result agrees with E[ids] only to about 7 "
+                               f"digits, float32's precision, so the product was computed in "
+                               f"float32 (a .float() cast, then back to float64?); cast the "
+                               f"one-hot vectors to E.dtype and multiply in E's dtype") from None
+        raise
 
 
 @exercise("ch10-one-hot-embedding", forbid=_ONE_HOT_SHORTCUTS,
@@ -155,13 +197,11 @@ def check_ch10_one_hot_embedding(embed_one_hot):
                       (torch.tensor([[1, 2], [11, 4]]), "a batch of shape [2, 2] using the last row"),
                       (torch.tensor([2, 2, 5]), "ids that do not reach the last row")]:
         got = _embed_with(embed_one_hot, ids, E, what)
-        expect_tensor_close(got, E[ids], f"{what}, against E[ids]",
-                            rtol=1e-12, atol=1e-12, tensor_only=True)
+        _expect_rows(got, E, ids, what, rtol=1e-12, atol=1e-12)
     E32 = torch.randn(9, 4, generator=gen)
     ids = torch.tensor([[8, 0], [3, 3]])
     got = _embed_with(embed_one_hot, ids, E32, "a float32 table of shape [9, 4]")
-    expect_tensor_close(got, E32[ids], "a float32 table of shape [9, 4], against E[ids]",
-                        rtol=1e-6, atol=1e-7, tensor_only=True)
+    _expect_rows(got, E32, ids, "a float32 table of shape [9, 4]", rtol=1e-6, atol=1e-7)
     # the product must carry gradient to E: exactly the used rows, summed over repeats
     W = E.clone().requires_grad_(True)
     ids = torch.tensor([3, 0, 3])
@@ -211,20 +251,57 @@ def _describe_merges(merges):
     return "[" + ", ".join(parts) + "]"
 
 
+@contextlib.contextmanager
+def _refusing_stale_encoders():
+    """While in effect, every function object with the code of one of BPETokenizer's encoders
+    that is not the current class's own method refuses, under the encoder's forbidden name: the
+    methods of a class imported before ``importlib.reload(mathref.tokenizers)``, copies made
+    with ``types.FunctionType(f.__code__, ...)``, the methods of a second load of tokenizers.py.
+    The exercise's rule refuses the current class's methods by name; these others live in
+    mathref.tokenizers' file too, which the exercise allows (for its pattern and merge_pair),
+    so the gate does not see them. Found among the objects alive when the check starts."""
+    current = {id(getattr(tokenizers.BPETokenizer, name.rsplit(".", 1)[1]))
+               for name in _BPE_ENCODERS}
+    path = os.path.abspath(tokenizers.__file__)
+    refused = {f"BPETokenizer.{name.rsplit('.', 1)[1]}": name for name in _BPE_ENCODERS}
+    saved = []
+    for obj in gc.get_objects():
+        if type(obj) is types.FunctionType and id(obj) not in current:
+            code = obj.__code__
+            name = refused.get(code.co_qualname)
+            if name is not None and os.path.abspath(code.co_filename) == path:
+                saved.append((obj, code))
+                obj.__code__ = _stub_code(len(code.co_freevars), name)
+    try:
+        yield
+    finally:
+        for obj, code in saved:
+            obj.__code__ = code
+
+
 @exercise("ch10-bpe-encode", forbid=_BPE_ENCODERS,
           because="bpe_encode is the encoder the exercise asks you to write (merge_pair is "
                   "allowed)")
 def check_ch10_bpe_encode(bpe_encode):
     """bpe_encode(text, merges): pre-tokenize with GPT2_SPLIT_PATTERN, start each chunk from
     its UTF-8 bytes, repeatedly apply the earliest-learned merge (merge r makes id 256 + r)
-    present in the chunk, concatenate the chunks' ids. Compared with mathref's encoder (which
-    the answer may not call) and with applying every merge in order; merges learned without
-    pre-tokenization separate GPT2_SPLIT_PATTERN from home-made splits."""
+    present in the chunk, concatenate the chunks' ids. Compared with mathref's encoder
+    ``BPETokenizer(merges).encode`` (which the answer may not call, nor a copy of it, nor the
+    encoder of a class from before a reload of mathref.tokenizers, nor reload the module while
+    it runs); merges learned without pre-tokenization separate GPT2_SPLIT_PATTERN from
+    home-made splits. Not refused: code that runs while a module of the student's own is
+    imported inside the answer (the gate leaves import-time code alone)."""
+    with _refusing_stale_encoders():
+        return _check_bpe_encode(bpe_encode)
+
+
+def _check_bpe_encode(bpe_encode):
     expect_callable(bpe_encode, "bpe_encode(text, merges)")
     tok = tokenizers.BPETokenizer.train(_BPE_CORPUS, 256 + 40)
     crossing = tokenizers.BPETokenizer.train(_PRETOKENIZATION_CORPUS, 256 + 80, pattern=None)
     # a merge list where rank order and position order disagree: (b, c) before (a, b)
     crafted = [(98, 99), (97, 98), (256, 100), (97, 258)]
+    greedy = [(98, 99), (256, 100), (97, 98)]
     cases = [(tok.merges, " lowest", "' lowest' with merges learned from a toy corpus"),
              (tok.merges, "the newest kings", "'the newest kings': merges never cross words"),
              (tok.merges, "aaaaaaa", "a run of seven a's (overlapping pairs)"),
@@ -232,6 +309,10 @@ def check_ch10_bpe_encode(bpe_encode):
              (tok.merges, "", "the empty string"),
              (crafted, "abcd", f"'abcd' with merges {_describe_merges(crafted)}"),
              (crafted, "abab abcd", "'abab abcd' with the same merges"),
+             # the longest known piece from the left ('ab') is not what the merges make
+             (greedy, "abcd", f"'abcd' with merges {_describe_merges(greedy)}: the earliest "
+              f"merge (b,c) comes first, so 'ab' is never formed (taking the longest known "
+              f"piece from the left, 'ab', is not BPE)"),
              ([], "hello", "an empty merge list (bytes only)"),
              ([(97, 32), (32, 98)], "a b", "'a b' with merges [(a, ␣), (␣, b)]: (a, ␣) would "
               "cross the chunks 'a' | ' b'")]
@@ -244,7 +325,12 @@ def check_ch10_bpe_encode(bpe_encode):
     for merges, text, what in cases:
         # the answer first: an expected value computed before the call could be read from
         # this frame by the answer (sys._getframe(1).f_locals)
+        module, cls = sys.modules.get("mathref.tokenizers"), tokenizers.BPETokenizer
         got = bpe_encode(text, [tuple(m) for m in merges])
+        expect(sys.modules.get("mathref.tokenizers") is module and tokenizers.BPETokenizer is cls,
+               "your solution called importlib.reload on mathref.tokenizers (or replaced its "
+               "BPETokenizer) while it ran, a fresh copy of its encoder, which ch10-bpe-encode "
+               "does not allow: bpe_encode is the encoder the exercise asks you to write")
         want = tokenizers.BPETokenizer(merges).encode(text, allowed_special=False)
         try:
             got = [int(x) for x in got]

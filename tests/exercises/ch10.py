@@ -210,6 +210,22 @@ def one_hot_double_one_side(ids, E):
     return F.one_hot(ids, E.shape[0]).double() @ E
 
 
+def bpe_greedy_longest(text, merges):
+    # the longest known piece from the left (a WordPiece-style match), read off the merges'
+    # token bytes: not BPE when an early merge sits inside a later, longer-matching piece
+    from mathref.tokenizers import BPETokenizer
+    tok = BPETokenizer(merges)
+    vocab = {tok.token_bytes(i): i for i in range(256 + len(merges))}
+    out = []
+    for ids in _chunks(text):
+        data, i = bytes(ids), 0
+        while i < len(data):
+            j = max(k for k in range(i + 1, len(data) + 1) if data[i:k] in vocab)
+            out.append(vocab[data[i:j]])
+            i = j
+    return out
+
+
 def _bpe_with_split(split):
     """A right BPE encoder after a home-made pre-tokenization ``split(text)``."""
     def bpe_encode(text, merges):
@@ -273,12 +289,15 @@ WRONG_ANSWERS = {
         lambda ids, E: torch.ops.aten._unsafe_index(E, [ids]),    # E[ids] by a private name
         lambda ids, E: torch.ops.aten._unsafe_masked_index(
             E, torch.ones(*ids.shape, 1, dtype=torch.bool), [ids], 0.0),
+        lambda ids, E: F.one_hot(ids, E.shape[0]).to(E.dtype) @ E.T,   # the transposed table
+        lambda ids, E: (F.one_hot(ids, E.shape[0]).float() @ E.float()).to(E.dtype),  # in float32
     ],
     "ch10-bpe-encode": [bpe_first_position, bpe_no_pretokenization, bpe_latest_first,
                         bpe_off_by_one, bpe_library, bpe_split_words_punct, bpe_split_nonspace,
                         bpe_split_on_spaces, bpe_split_no_lookahead, bpe_split_no_contractions,
                         bpe_split_letters_with_digits, bpe_split_single_punctuation,
-                        bpe_split_no_underscore, bpe_split_digits_without_space],
+                        bpe_split_no_underscore, bpe_split_digits_without_space,
+                        bpe_greedy_longest],
 }
 
 
@@ -377,6 +396,21 @@ SHORTCUTS = {
         "from mathref.tokenizers import BPETokenizer as BPE\n\n"
         "def bpe_encode(text, merges):\n"
         "    return BPE(merges).encode_bytes(text.encode('utf-8'))\n",
+        # a copy of the encoder's code, made before the check
+        "import re\n"
+        "import types\n"
+        "from mathref.tokenizers import BPETokenizer, GPT2_SPLIT_PATTERN\n\n"
+        "chunk = types.FunctionType(BPETokenizer._encode_chunk.__code__,\n"
+        "                           BPETokenizer._encode_chunk.__globals__, 'chunk')\n\n"
+        "def bpe_encode(text, merges):\n"
+        "    tok = BPETokenizer(merges)\n"
+        "    return [i for c in re.findall(GPT2_SPLIT_PATTERN, text)\n"
+        "            for i in chunk(tok, c.encode('utf-8'))]\n",
+        # a reload inside the answer: a fresh copy of the module and its encoder
+        "import importlib\n"
+        "import mathref.tokenizers as T\n\n"
+        "def bpe_encode(text, merges):\n"
+        "    return importlib.reload(T).BPETokenizer(merges).encode(text, allowed_special=False)\n",
     ],
 }
 
@@ -445,12 +479,33 @@ RIGHT_ANSWERS = {
         "    one_hot = torch.zeros(flat.numel(), E.shape[0], dtype=E.dtype)\n"
         "    one_hot[torch.arange(flat.numel()), flat] = 1\n"
         "    return (one_hot @ E).reshape(*ids.shape, E.shape[1])\n",
+        # section 10.5: an embedding is a linear layer without bias on one-hot inputs
+        "import torch.nn.functional as F\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    return F.linear(F.one_hot(ids, E.shape[0]).to(E.dtype), E.T)\n",
+        "import torch\n"
+        "import torch.nn.functional as F\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    return torch.inner(F.one_hot(ids, E.shape[0]).to(E.dtype), E.T)\n",
     ],
     "ch10-bpe-encode": [
         # every merge in training order, as section 10.2 shows is the same
         "import re\n"
         "from mathref.tokenizers import GPT2_SPLIT_PATTERN, merge_pair\n\n"
         "def bpe_encode(text, merges):\n"
+        "    out = []\n"
+        "    for chunk in re.findall(GPT2_SPLIT_PATTERN, text):\n"
+        "        ids = list(chunk.encode('utf-8'))\n"
+        "        for r, pair in enumerate(merges):\n"
+        "            ids = merge_pair(ids, tuple(pair), 256 + r)\n"
+        "        out.extend(ids)\n"
+        "    return out\n",
+        # a right answer with a sanity check through BPETokenizer's token_bytes
+        "import re\n"
+        "from mathref.tokenizers import BPETokenizer, GPT2_SPLIT_PATTERN, merge_pair\n\n"
+        "def bpe_encode(text, merges):\n"
+        "    tok = BPETokenizer(merges)\n"
+        "    assert all(len(tok.token_bytes(256 + r)) >= 2 for r in range(len(merges)))\n"
         "    out = []\n"
         "    for chunk in re.findall(GPT2_SPLIT_PATTERN, text):\n"
         "        ids = list(chunk.encode('utf-8'))\n"
