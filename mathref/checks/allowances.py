@@ -104,6 +104,8 @@ ALLOWANCES = {
         allows="calling the sub-layers it is given"),
     "ch14-rope-decode-step": dict(ops=SOFTMAX, mathref=POSITIONS,
                                   allows="torch.softmax and mathref.positions"),
+    # q kᵀ by any name of a matrix product (F.linear(q, k) and torch.inner(q, k) are q kᵀ)
+    "ch15-flash-tile-step": dict(ops=("linear", "inner"), allows="F.linear and torch.inner"),
     # chapter 16 allows any PyTorch tensor operation but the ready-made layers, optimizers and
     # the course's model (refused by name); the parts a checker hands in run the same operators
     "ch16-rope": dict(ops=COMPLEX, allows="complex numbers"),

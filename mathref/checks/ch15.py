@@ -1,8 +1,16 @@
 """Checkers for chapter 15: efficient attention and scaling."""
+import builtins
+import dis
+import functools
+import inspect
 import math
+import os
+import types
+
+import torch
 
 from mathref.checks.ch13 import ATTENTION_CALLS
-from mathref.checks.core import integer, rng
+from mathref.checks.core import integer, is_remote, rng
 from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, expect_close
 
 __all__ = ["check_ch15_kv_cache_bytes", "check_ch15_crossover_length",
@@ -25,6 +33,153 @@ SOFTMAX_CALLS = ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.s
                  "torch.nn.functional.log_softmax", "torch.special.log_softmax",
                  "torch.ops.aten._softmax", "torch.ops.aten._log_softmax",
                  "mathref.losses.softmax", "mathref.losses.log_softmax")
+
+
+# ----------------------------------------------------------- NumPy on Python floats
+#
+# The gate sees NumPy where it runs Python code or a C function, or takes a tensor. A ufunc
+# called on Python floats (np.logaddexp(z1, z2), one float() away from a 0-d tensor) does
+# neither: a ufunc is an object, not a builtin function, so the profile hook gets no event.
+# The two online-softmax checkers therefore look for it in two more ways: what the answer's
+# code names (its globals, closures, defaults and imports, and those of the functions of the
+# student's that it names), and what NumPy itself reports while the answer runs (every
+# floating-point event of a NumPy function calls back: a log-sum-exp of the check's widely
+# separated values underflows, a log of an empty state's ℓ = 0 divides by zero).
+
+_NUMERIC = ("numpy", "scipy")       # (SciPy's special functions are NumPy ufuncs too)
+_LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(f)) + os.sep for f in (
+    os.__file__, torch.__file__,                            # the standard library, PyTorch
+    os.path.dirname(os.path.abspath(__file__))))            # mathref
+_SITE = os.sep + "site-packages" + os.sep
+
+
+def _numeric_name(obj):
+    """'numpy.logaddexp' for a NumPy (or SciPy) module or object, else None."""
+    try:
+        if isinstance(obj, types.ModuleType):
+            module, name = obj.__name__, ""
+        else:
+            module = getattr(obj, "__module__", None)
+            if not isinstance(module, str):
+                module = type(obj).__module__
+            name = getattr(obj, "__name__", None)
+            name = name if isinstance(name, str) else type(obj).__name__
+    except Exception:       # (an object whose attributes raise: not NumPy's)
+        return None
+    if module.split(".")[0] in _NUMERIC or type(obj).__module__.split(".")[0] in _NUMERIC:
+        return f"{module}.{name}" if name else module
+    return None
+
+
+def _students(code):
+    """Whether ``code`` is the student's (not the standard library's, a package's or mathref's)."""
+    path = code.co_filename
+    if path.startswith("<"):
+        return True
+    path = os.path.abspath(path)
+    return not (_SITE in path or path.startswith(_LIBRARY_DIRS))
+
+
+def _codes(code):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _codes(const)
+
+
+def _names_numpy(answer):
+    """The NumPy object (or import) the answer's code names, followed through the student's own
+    functions, classes, closures and defaults that it names; None if there is none."""
+    if getattr(answer, "remote", False) or is_remote(answer):
+        return None         # (under the grader the answer's code is in another process)
+    todo, seen = [answer], set()
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or obj is None or isinstance(obj, (int, float, str, bytes, bool)):
+            continue
+        seen.add(id(obj))
+        found = _numeric_name(obj)
+        if found:
+            return found
+        if isinstance(obj, functools.partial):
+            todo += [obj.func, *obj.args, *obj.keywords.values()]
+            continue
+        if inspect.ismethod(obj):
+            todo += [obj.__func__, obj.__self__]
+            continue
+        if isinstance(obj, (staticmethod, classmethod)):
+            todo.append(obj.__func__)
+            continue
+        if isinstance(obj, type):
+            if any(inspect.isfunction(v) and _students(v.__code__) for v in vars(obj).values()):
+                todo += list(vars(obj).values())
+            continue
+        if not inspect.isfunction(obj):
+            if callable(obj) and not isinstance(obj, types.BuiltinFunctionType):
+                todo.append(type(obj))      # a callable object of the student's class
+            continue
+        todo.append(obj.__dict__.get("__wrapped__"))     # (the checker's wrapper, a decorator)
+        if not _students(obj.__code__):
+            continue        # a library function: the gate judges what it runs
+        todo += _closure(obj)
+        todo += list(obj.__defaults__ or ()) + list((obj.__kwdefaults__ or {}).values())
+        for code in _codes(obj.__code__):
+            current = None
+            for ins in dis.get_instructions(code):
+                if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                    current = obj.__globals__.get(ins.argval, getattr(builtins, ins.argval, None))
+                elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") \
+                        and isinstance(current, types.ModuleType):
+                    current = getattr(current, ins.argval, None)      # (np.logaddexp, sp.special)
+                elif ins.opname == "IMPORT_NAME" and ins.argval.split(".")[0] in _NUMERIC:
+                    return ins.argval
+                else:
+                    current = None
+                    continue
+                todo.append(current)
+    return None
+
+
+def _closure(function):
+    """The values in ``function``'s closure cells (an empty cell has none)."""
+    values = []
+    for cell in function.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:
+            pass
+    return values
+
+
+def _refuse_named_numpy(answer, label, because):
+    found = _names_numpy(answer)
+    if found:
+        raise CheckFailure(
+            f"your solution called NumPy (its code names {found}), which {label} does not "
+            f"allow: {because}. It allows PyTorch's elementary operations and Python's math "
+            f"module; no NumPy")
+
+
+def _watching_numpy(answer, label, because):
+    """``answer`` wrapped so that a NumPy function reporting a floating-point event (underflow,
+    overflow, division by zero, invalid) while it runs fails the check."""
+    if getattr(answer, "remote", False) or is_remote(answer):
+        return answer
+
+    @functools.wraps(answer)
+    def call(*args):
+        import numpy
+        events = []
+        # (a lambda: the gate lets the checkers' lambdas run inside the answer)
+        with numpy.errstate(all="call", call=lambda kind, flag: events.append(kind)):
+            got = answer(*args)
+        if events:
+            raise CheckFailure(
+                f"your solution ran NumPy (a NumPy function reported a floating-point "
+                f"{events[0]} on the check's values), which {label} does not allow: {because}. "
+                f"It allows PyTorch's elementary operations and Python's math module; no NumPy")
+        return got
+    return call
 
 
 def _close_or_why(got, want, what, mistakes, rtol):
@@ -57,7 +212,12 @@ def check_ch15_kv_cache_bytes(kv_cache_size):
     cases.append((drawn, 2 * math.prod(drawn)))
     for args, want in cases:
         got = kv_cache_size(*args)
+        elements = 2 * math.prod(args[:5])
         _close_or_why(got, want, f"kv_cache_size{args}", (
+            # (first: where bytes_per_element = 4, 2 bytes hard-coded is also want / 2, and the
+            # 2-byte cases before it have ruled the missing factor 2 out)
+            (elements * 2, f"multiply by bytes_per_element, here {args[5]}: not every cache "
+                           f"is fp16"),
             (want / 2, "the cache holds keys and values: a factor 2"),
             (want * 8, "count bytes, not bits"),
             (want / args[1], "every sequence of the batch has its own cache: multiply by batch")),
@@ -74,14 +234,18 @@ def check_ch15_crossover_length(crossover_length):
     8Td² + 4T·d·d_ff, i.e. T* = 2d + d_ff (6d when d_ff = 4d)."""
     expect_callable(crossover_length, "crossover_length(d, d_ff)")
     gen = rng(2)
-    for d, d_ff in ((768, 3072), (128, 512), (4096, 11008), (64, 64), (1000, 1),
+    # (the first case has d_ff ≠ 4d: there 2d + d_ff/2 = d_ff, and the hints would coincide)
+    for d, d_ff in ((4096, 11008), (768, 3072), (128, 512), (64, 64), (1000, 1),
                     (integer(gen, 1, 8192), integer(gen, 1, 30000))):
         got = crossover_length(d, d_ff)
         _close_or_why(got, 2 * d + d_ff, f"crossover_length(d={d}, d_ff={d_ff})", (
             (6 * d, "that is 6d, the answer only when d_ff = 4d: keep d_ff in the balance"),
             (4 * d + 2 * d_ff, "count both sides in FLOPs, 2 per multiply–add: attention's two "
                                "T × T × d products cost 4T²d"),
-            (d_ff, "the four projections W_Q, W_K, W_V, W_O count too, not only the FFN")),
+            (d_ff, "the four projections W_Q, W_K, W_V, W_O count too, not only the FFN"),
+            (2 * d + d_ff / 2, "the FFN has two matrices, d → d_ff and d_ff → d: 4T·d·d_ff "
+                               "FLOPs"),
+            (d + d_ff, "all four projections count, W_Q, W_K, W_V and W_O: 4 · 2Td² = 8Td²")),
             rtol=1e-9)
         T = float(got)
         expect_close(4 * T * T * d, 8 * T * d * d + 4 * T * d * d_ff,
@@ -109,18 +273,27 @@ def check_ch15_flops_per_token(flops_per_token):
                           (6 * N, "the attention term is missing: the scores and the weighted "
                                   "values cost FLOPs that grow with T"),
                           (6 * N + 4 * L * d * T, "the attention term needs its backward pass "
-                                                  "too: 3 × its forward")),
+                                                  "too: 3 × its forward"),
+                          (6 * N + 6 * L * d * T, "that is Kaplan et al.'s convention, "
+                                                  "2·L·T·d forward for attention; equation "
+                                                  "(ch15-flops-per-token) counts QKᵀ and PV over "
+                                                  "the full T × T square, 4LdT forward, tripled "
+                                                  "for training")),
                       rtol=1e-12)
     return "forward 2N + 4LdT, backward twice that"
 
 
+MERGE_BECAUSE = "rescale both states to the common maximum yourself, with e^(m_a − m)"
+
+
 @exercise("ch15-merge-softmax-states", forbid=LOG_SUM_EXP_CALLS + SOFTMAX_CALLS,
-          because="rescale both states to the common maximum yourself, with e^(m_a − m)")
+          because=MERGE_BECAUSE)
 def check_ch15_merge_softmax_states(merge_softmax_states):
     """merge_softmax_states(m1, l1, acc1, m2, l2, acc2) → (m, l, acc) for two parts of a row."""
-    import torch
-
     expect_callable(merge_softmax_states, "merge_softmax_states(m1, l1, acc1, m2, l2, acc2)")
+    _refuse_named_numpy(merge_softmax_states, "ch15-merge-softmax-states", MERGE_BECAUSE)
+    merge_softmax_states = _watching_numpy(merge_softmax_states, "ch15-merge-softmax-states",
+                                           MERGE_BECAUSE)
 
     def state(s, v):
         m = s.max()
@@ -128,11 +301,13 @@ def check_ch15_merge_softmax_states(merge_softmax_states):
         return m, p.sum(), p @ v
 
     g = rng(15)
-    for n1, n2, spread in ((3, 4, 1.0), (5, 2, 30.0), (1, 6, 300.0), (4, 4, 0.1)):
+    # (shift: the second block's scores far above, or below, the first's; a log-sum-exp of the
+    # two states' log-normalizers then underflows, which NumPy reports)
+    for n1, n2, spread, shift in ((3, 4, 1.0, 0.0), (5, 2, 30.0, 0.0), (1, 6, 300.0, 2000.0),
+                                  (4, 4, 0.1, 0.0), (3, 2, 1.0, -1000.0)):
         s = torch.randn(n1 + n2, generator=g, dtype=torch.float64) * spread
         v = torch.randn(n1 + n2, 3, generator=g, dtype=torch.float64)
-        if spread == 300.0:
-            s[n1:] += 2000.0     # the second block's max is far above the first's
+        s[n1:] += shift
         (m1, l1, acc1), (m2, l2, acc2) = state(s[:n1], v[:n1]), state(s[n1:], v[n1:])
         got = merge_softmax_states(m1, l1, acc1, m2, l2, acc2)
         expect(isinstance(got, (tuple, list)) and len(got) == 3,
@@ -158,13 +333,17 @@ def check_ch15_merge_softmax_states(merge_softmax_states):
         expect_close(m, float(s.max()), f"merged max m for a split {n1}+{n2}", rtol=1e-12)
         m_all = torch.maximum(m1, m2)
         up1, up2 = torch.exp(m_all - m1), torch.exp(m_all - m2)      # the factors upside down
+        flipped = float(up1 * l1 + up2 * l2)
         _close_or_why(l, float(torch.exp(s - s.max()).sum()),
                       f"merged sum l = Σ exp(s − m) for a split {n1}+{n2}", (
                           (float(l1 + l2), "rescale each part's sum by e^(m_a − m) before "
                                            "adding: they were computed with different maxima"),
-                          (float(up1 * l1 + up2 * l2), "the factor is e^(m_a − m), at most 1: "
-                                                       "part a was computed with its own max "
-                                                       "m_a ≤ m")),
+                          # (where the flipped sum is inf, any ℓ that overflowed would match)
+                          (flipped if math.isfinite(flipped) else math.nan,
+                           "the factor is e^(m_a − m), at most 1: part a was computed with its "
+                           "own max m_a ≤ m"),
+                          (math.inf, "ℓ overflowed to inf: with the common maximum m every "
+                                     "factor e^(m_a − m) is at most 1, and ℓ stays finite")),
                       rtol=1e-9)
         expect(acc.shape == (3,), f"acc must keep the shape of acc1 (3,), got {tuple(acc.shape)}")
         want = torch.softmax(s, 0) @ v
@@ -218,7 +397,7 @@ def check_ch15_loss_scale_update(update_scale):
                   interval))
     for scale, good, inf, interval in cases:
         got = update_scale(scale, good, inf, interval)
-        expect(isinstance(got, tuple) and len(got) == 2,
+        expect(isinstance(got, (tuple, list)) and len(got) == 2,
                f"return a pair (scale, good_steps), got {got!r}")
         want = _scale_rule(scale, good, inf, interval)
         what = f"update_scale({scale:g}, good_steps={good}, found_inf={inf}, interval={interval})"
@@ -233,16 +412,18 @@ def check_ch15_loss_scale_update(update_scale):
     return "halve and reset on overflow; double after growth_interval clean steps"
 
 
+TILE_BECAUSE = "compute the tile's scores and rescale the running state yourself, with e^(m − m')"
+
+
 @exercise("ch15-flash-tile-step",
           forbid=ATTENTION_CALLS + LOG_SUM_EXP_CALLS + SOFTMAX_CALLS
           + ("mathref.efficient.online_softmax",),
-          because="compute the tile's scores and rescale the running state yourself, with "
-                  "e^(m − m')")
+          because=TILE_BECAUSE)
 def check_ch15_flash_tile_step(flash_tile_step):
     """flash_tile_step(q, k_tile, v_tile, m, l, acc) → (m, l, acc) after one key/value tile."""
-    import torch
-
     expect_callable(flash_tile_step, "flash_tile_step(q, k_tile, v_tile, m, l, acc)")
+    _refuse_named_numpy(flash_tile_step, "ch15-flash-tile-step", TILE_BECAUSE)
+    flash_tile_step = _watching_numpy(flash_tile_step, "ch15-flash-tile-step", TILE_BECAUSE)
     g = rng(151)
     for T_q, T, d, b_k, shift in ((4, 12, 8, 4, 0.0), (3, 10, 5, 3, 0.0), (5, 9, 16, 2, 1000.0),
                                   (2, 7, 4, 7, 0.0)):
@@ -259,7 +440,7 @@ def check_ch15_flash_tile_step(flash_tile_step):
         m_before, l_before, acc_before = m, l, acc
         for start in range(0, T, b_k):
             got = flash_tile_step(q, k[start:start + b_k], v[start:start + b_k], m, l, acc)
-            expect(isinstance(got, tuple) and len(got) == 3,
+            expect(isinstance(got, (tuple, list)) and len(got) == 3,
                    f"return the triple (m, l, acc), got {type(got).__name__}")
             low = sorted({str(t.dtype).replace("torch.", "") for t in got
                           if isinstance(t, torch.Tensor) and t.dtype != torch.float64})

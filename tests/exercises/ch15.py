@@ -16,6 +16,10 @@ def kv_without_batch(n_layers, batch, n_kv_heads, seq_len, d_head, bytes_per_ele
     return 2 * n_layers * n_kv_heads * seq_len * d_head * bytes_per_element
 
 
+def kv_two_bytes_hard_coded(n_layers, batch, n_kv_heads, seq_len, d_head, bytes_per_element):
+    return 2 * n_layers * batch * n_kv_heads * seq_len * d_head * 2     # fp16 only
+
+
 def crossover_always_6d(d, d_ff):
     return 6 * d
 
@@ -28,6 +32,14 @@ def crossover_ffn_only(d, d_ff):
     return d_ff
 
 
+def crossover_ffn_as_one_matrix(d, d_ff):
+    return 2 * d + d_ff / 2      # 8Td² + 2Td·d_ff = 4T²d
+
+
+def crossover_two_projections(d, d_ff):
+    return d + d_ff              # 4Td² + 4Td·d_ff = 4T²d
+
+
 def flops_forward_only(n_params, n_layer, d_model, T):
     return 2 * n_params + 4 * n_layer * d_model * T
 
@@ -38,6 +50,10 @@ def flops_without_attention(n_params, n_layer, d_model, T):
 
 def flops_attention_forward_only(n_params, n_layer, d_model, T):
     return 6 * n_params + 4 * n_layer * d_model * T
+
+
+def flops_kaplan(n_params, n_layer, d_model, T):
+    return 6 * n_params + 6 * n_layer * d_model * T     # Kaplan et al.'s half attention term
 
 
 def merge_without_rescaling(m1, l1, acc1, m2, l2, acc2):
@@ -65,6 +81,12 @@ def merge_in_float32(m1, l1, acc1, m2, l2, acc2):    # right formulas, computed 
 
 def merge_in_float32_cast_back(*args):                # float32 inside, float64 outside
     return tuple(t.double() for t in merge_in_float32(*args))
+
+
+def merge_relative_to_first(m1, l1, acc1, m2, l2, acc2):   # overflows when m2 ≫ m1
+    m = torch.maximum(m1, m2)
+    l_rel = l1 + torch.exp(m2 - m1) * l2
+    return m, torch.exp(torch.log(l_rel) + m1 - m), (acc1 + torch.exp(m2 - m1) * acc2) * torch.exp(m1 - m)
 
 
 def scale_no_reset_on_overflow(scale, good_steps, found_inf, growth_interval):
@@ -143,14 +165,16 @@ def tile_in_float32_cast_back(q, k_tile, v_tile, m, l, acc):   # float32 inside,
 
 
 WRONG_ANSWERS = {
-    "ch15-kv-cache-bytes": [kv_without_factor_two, kv_in_bits, kv_without_batch],
+    "ch15-kv-cache-bytes": [kv_without_factor_two, kv_in_bits, kv_without_batch,
+                            kv_two_bytes_hard_coded],
     "ch15-crossover-length": [crossover_always_6d, crossover_multiply_adds_mixed,
-                              crossover_ffn_only],
+                              crossover_ffn_only, crossover_ffn_as_one_matrix,
+                              crossover_two_projections],
     "ch15-flops-per-token": [flops_forward_only, flops_without_attention,
-                             flops_attention_forward_only],
+                             flops_attention_forward_only, flops_kaplan],
     "ch15-merge-softmax-states": [merge_without_rescaling, merge_sign_flipped,
                                   merge_acc_not_rescaled, merge_in_float32,
-                                  merge_in_float32_cast_back],
+                                  merge_in_float32_cast_back, merge_relative_to_first],
     "ch15-loss-scale-update": [scale_no_reset_on_overflow, scale_grows_one_step_late,
                                scale_never_backs_off],
     "ch15-flash-tile-step": [tile_acc_not_rescaled, tile_without_scale, tile_max_of_tile_only,
@@ -158,6 +182,35 @@ WRONG_ANSWERS = {
                              tile_in_float32_cast_back],
 }
 
+
+MERGE_NUMPY_ON_FLOATS = (
+    "import math\nimport sys\n\nimport numpy as np\nimport torch\n\n"
+    "def merge_softmax_states(m1, l1, acc1, m2, l2, acc2):\n"
+    "    z1 = float(m1) + math.log(float(l1)) if float(l1) > 0 else -math.inf\n"
+    "    z2 = float(m2) + math.log(float(l2)) if float(l2) > 0 else -math.inf\n"
+    "    L = float({logaddexp}(z1, z2))\n"
+    "    m = torch.maximum(m1, m2)\n"
+    "    l = torch.exp(torch.tensor(L, dtype=torch.float64) - m)\n"
+    "    a1 = acc1 / l1 if float(l1) > 0 else acc1 * 0\n"
+    "    a2 = acc2 / l2 if float(l2) > 0 else acc2 * 0\n"
+    "    return m, l, l * (math.exp(z1 - L) * a1 + math.exp(z2 - L) * a2)\n")
+
+TILE_NUMPY_ON_FLOATS = (
+    "import math\nimport sys\n\nimport numpy as np\nimport torch\n\n"
+    "def flash_tile_step(q, k_tile, v_tile, m, l, acc):\n"
+    "    s = q @ k_tile.T / math.sqrt(q.shape[-1])\n"
+    "    m_new = torch.maximum(m, s.max(dim=-1).values)\n"
+    "    out_l, out_acc = [], []\n"
+    "    for i in range(s.shape[0]):\n"
+    "        old = float(m[i]) + math.log(float(l[i])) if float(l[i]) > 0 else -math.inf\n"
+    "        lse = old\n"
+    "        for j in range(s.shape[1]):\n"
+    "            lse = float({logaddexp}(lse, float(s[i, j])))   # folded entry by entry\n"
+    "        li = math.exp(lse - float(m_new[i]))\n"
+    "        kept = acc[i] / l[i] * math.exp(old - lse) if float(l[i]) > 0 else acc[i] * 0\n"
+    "        out_l.append(li)\n"
+    "        out_acc.append(li * (kept + torch.exp(s[i] - lse) @ v_tile))\n"
+    "    return m_new, torch.tensor(out_l, dtype=s.dtype), torch.stack(out_acc)\n")
 
 # Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
 SHORTCUTS = {
@@ -225,6 +278,11 @@ SHORTCUTS = {
         "    m = torch.maximum(m1, m2)\n"
         "    l = 1 / w.max() * (l1 if m1 >= m2 else l2)\n"
         "    return m, l, l * (w[0] * acc1 / l1 + w[1] * acc2 / l2)\n",
+        # the third read's M1: NumPy's log-sum-exp on Python floats (a ufunc call, which the
+        # gate's profile hook does not see): refused by what the code names
+        MERGE_NUMPY_ON_FLOATS.format(logaddexp="np.logaddexp"),
+        # the same reached through a string: refused by NumPy's underflow report
+        MERGE_NUMPY_ON_FLOATS.format(logaddexp="sys.modules['nu' + 'mpy'].logaddexp"),
     ],
     "ch15-loss-scale-update": [
         "from mathref.efficient import DynamicLossScaler\n\n"
@@ -292,8 +350,35 @@ SHORTCUTS = {
         "    l_new = torch.exp((z - w)[:, 1] - m_new)\n"
         "    old = torch.where(l[:, None] > 0, acc / l[:, None], torch.zeros_like(acc))\n"
         "    return m_new, l_new, l_new[:, None] * (w[:, :1].exp() * old + w[:, 1:].exp() @ v_tile)\n",
+        # the third read's M1, in the tile: refused by name, and through a string by NumPy's
+        # underflow report (the tiles with scores near 1000)
+        TILE_NUMPY_ON_FLOATS.format(logaddexp="np.logaddexp"),
+        TILE_NUMPY_ON_FLOATS.format(logaddexp="getattr(sys.modules['nu' + 'mpy'], 'logaddexp')"),
     ],
 }
+
+MERGE_TWO_WAY_SOFTMAX = (
+    "import torch\n\n"
+    "def merge_softmax_states(m1, l1, acc1, m2, l2, acc2):\n"
+    "    if float(l1) == 0:\n"
+    "        return m2, l2, acc2\n"
+    "    if float(l2) == 0:\n"
+    "        return m1, l1, acc1\n"
+    "    z1, z2 = m1 + torch.log(l1), m2 + torch.log(l2)\n"
+    "    w1, w2 = {w1}, {w2}\n"
+    "    m = torch.maximum(m1, m2)\n"
+    "    z, w = (z1, w1) if z1 >= z2 else (z2, w2)\n"
+    "    l = torch.exp(z - torch.log(w) - m)           # log(l1 e^m1 + l2 e^m2) = z_max − log w_max\n"
+    "    return m, l, l * (w1 * acc1 / l1 + w2 * acc2 / l2)\n")
+
+TILE_SCORES_BY = (
+    "import math\nimport torch\nimport torch.nn.functional as F\n\n"
+    "def flash_tile_step(q, k_tile, v_tile, m, l, acc):\n"
+    "    s = {scores} / math.sqrt(q.shape[-1])\n"
+    "    m_new = torch.maximum(m, s.amax(dim=-1))\n"
+    "    c, p = torch.exp(m - m_new), torch.exp(s - m_new[:, None])\n"
+    "    l_new, acc_new = l * c + p.sum(-1), acc * c[:, None] + p @ v_tile\n"
+    "    return {back}\n")
 
 # Correct solutions in other forms than the reference: each must pass
 RIGHT_ANSWERS = {
@@ -319,6 +404,17 @@ RIGHT_ANSWERS = {
         "        return m1, l1 + c * l2, acc1 + c * acc2\n"
         "    c = torch.exp(m1 - m2)\n"
         "    return m2, c * l1 + l2, c * acc1 + acc2\n",
+        # in Python floats and math, returning a list
+        "import math\nimport torch\n\n"
+        "def merge_softmax_states(m1, l1, acc1, m2, l2, acc2):\n"
+        "    m = max(float(m1), float(m2))\n"
+        "    c1, c2 = math.exp(float(m1) - m), math.exp(float(m2) - m)\n"
+        "    return [torch.tensor(m, dtype=torch.float64), c1 * l1 + c2 * l2, c1 * acc1 + c2 * acc2]\n",
+        # the two-way softmax σ(z1 − z2) of z_a = m_a + log ℓ_a (the statement allows it), and
+        # the same through tanh: σ(x) = (1 + tanh(x/2))/2
+        MERGE_TWO_WAY_SOFTMAX.format(w1="torch.sigmoid(z1 - z2)", w2="torch.sigmoid(z2 - z1)"),
+        MERGE_TWO_WAY_SOFTMAX.format(w1="(1 + torch.tanh((z1 - z2) / 2)) / 2",
+                                     w2="(1 + torch.tanh((z2 - z1) / 2)) / 2"),
     ],
     "ch15-loss-scale-update": [
         "def update_scale(scale, good_steps, found_inf, growth_interval):\n"
@@ -326,6 +422,11 @@ RIGHT_ANSWERS = {
         "        return scale / 2, 0\n"
         "    grown, good_steps = divmod(good_steps + 1, growth_interval)\n"
         "    return scale * 2 ** grown, good_steps\n",
+        "def update_scale(scale, good_steps, found_inf, growth_interval):\n"
+        "    if found_inf:\n"
+        "        return [scale / 2, 0]                   # a list is a pair too\n"
+        "    good_steps += 1\n"
+        "    return [scale * 2, 0] if good_steps == growth_interval else [scale, good_steps]\n",
     ],
     "ch15-flash-tile-step": [
         "import torch\n\n"
@@ -335,5 +436,8 @@ RIGHT_ANSWERS = {
         "    p = torch.exp(s - m_new.unsqueeze(-1))\n"
         "    c = torch.exp(m - m_new)\n"
         "    return m_new, c * l + p.sum(-1), c.unsqueeze(-1) * acc + torch.einsum('qk,kd->qd', p, v_tile)\n",
+        # q kᵀ as F.linear(q, k) and torch.inner(q, k) (the third read's L1), a list returned
+        TILE_SCORES_BY.format(scores="F.linear(q, k_tile)", back="(m_new, l_new, acc_new)"),
+        TILE_SCORES_BY.format(scores="torch.inner(q, k_tile)", back="[m_new, l_new, acc_new]"),
     ],
 }

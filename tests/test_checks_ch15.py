@@ -1,0 +1,89 @@
+"""Chapter 15's checkers: NumPy on Python floats refused, and hints that name the right cause."""
+import math
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from mathref import checks
+from mathref.checks import ExerciseCheckFailed
+from tests.exercises import ch15
+
+
+def _answer(source, name):
+    namespace = {}
+    exec(compile(source, f"<solution {name}>", "exec"), namespace)
+    return namespace[name]
+
+
+@pytest.mark.parametrize("check, source, name", [
+    (checks.check_ch15_merge_softmax_states, ch15.MERGE_NUMPY_ON_FLOATS, "merge_softmax_states"),
+    (checks.check_ch15_flash_tile_step, ch15.TILE_NUMPY_ON_FLOATS, "flash_tile_step")])
+def test_numpy_log_sum_exp_on_python_floats_is_refused(check, source, name, capsys):
+    # named in the code: refused before it runs
+    with pytest.raises(ExerciseCheckFailed, match=r"its code names numpy\.logaddexp"):
+        check(_answer(source.format(logaddexp="np.logaddexp"), name))
+    # reached through a string: NumPy reports the underflow of e^(z_lo − z_hi) on the check's
+    # widely separated values, with the notebook's inputs and with a grader's
+    hidden = _answer(source.format(logaddexp="sys.modules['nu' + 'mpy'].logaddexp"), name)
+    for generator in (None, torch.Generator().manual_seed(11)):
+        with pytest.raises(ExerciseCheckFailed, match="reported a floating-point underflow"):
+            check(hidden, generator=generator)
+    assert "✅" not in capsys.readouterr().out
+
+
+def test_numpy_named_by_a_helper_or_a_default_is_refused():
+    def helper(z1, z2):
+        return float(np.logaddexp(z1, z2))
+
+    def merge(m1, l1, acc1, m2, l2, acc2, lse=helper):
+        return m1, l1, acc1
+
+    with pytest.raises(ExerciseCheckFailed, match=r"its code names numpy"):
+        checks.check_ch15_merge_softmax_states(merge)
+
+
+def test_the_watch_leaves_numpy_error_state_as_it_was(capsys):
+    before = np.geterr()
+    right = _answer(ch15.RIGHT_ANSWERS["ch15-merge-softmax-states"][1], "merge_softmax_states")
+    checks.check_ch15_merge_softmax_states(right)
+    assert np.geterr() == before and np.geterrcall() is None
+    assert "✅ ch15-merge-softmax-states: passed" in capsys.readouterr().out
+
+
+def test_a_right_answer_beside_numpy_in_its_namespace_passes(capsys):
+    # the notebook imports numpy as np: an answer that does not use it is not refused
+    source = ("import numpy as np\nimport torch\n\n"
+              "def merge_softmax_states(m1, l1, acc1, m2, l2, acc2):\n"
+              "    m = torch.maximum(m1, m2)\n"
+              "    c1, c2 = torch.exp(m1 - m), torch.exp(m2 - m)\n"
+              "    return m, c1 * l1 + c2 * l2, c1 * acc1 + c2 * acc2\n")
+    checks.check_ch15_merge_softmax_states(_answer(source, "merge_softmax_states"))
+    assert "✅" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("check, answer, why, not_why", [
+    # fp16's 2 bytes hard-coded: passes the 2-byte cases, fails the fp32 one (the third read's L2)
+    (checks.check_ch15_kv_cache_bytes, ch15.kv_two_bytes_hard_coded,
+     "multiply by bytes_per_element, here 4", "keys and values"),
+    (checks.check_ch15_kv_cache_bytes, ch15.kv_without_factor_two, "keys and values",
+     "bytes_per_element"),
+    # 2d + d_ff/2 equals d_ff where d_ff = 4d (the third read's L5)
+    (checks.check_ch15_crossover_length, ch15.crossover_ffn_as_one_matrix, "two matrices",
+     "projections"),
+    (checks.check_ch15_crossover_length, ch15.crossover_ffn_only, "four projections",
+     "two matrices"),
+    (checks.check_ch15_crossover_length, ch15.crossover_two_projections, "8Td²", "FFN"),
+    (checks.check_ch15_flops_per_token, ch15.flops_kaplan, "Kaplan", "backward pass too"),
+    # an ℓ that overflows is not told it flipped the factor (the third read's L3)
+    (checks.check_ch15_merge_softmax_states, ch15.merge_relative_to_first, "overflowed to inf",
+     "part a was computed"),
+    (checks.check_ch15_merge_softmax_states, ch15.merge_sign_flipped, "part a was computed",
+     "overflowed"),
+])
+def test_a_mistake_gets_its_own_hint(check, answer, why, not_why):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        check(answer)
+    assert why in failure.value.message and not_why not in failure.value.message, \
+        failure.value.message
