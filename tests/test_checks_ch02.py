@@ -4,7 +4,12 @@ import pytest
 
 from mathref import checks
 from mathref.checks import ExerciseCheckFailed
-from tests.exercises.ch02 import (direction_as_list, grad_b_as_list, lr_two_over_trace,
+import torch
+
+from tests.exercises.ch02 import (direction_as_list, grad_b_as_list, grad_divided_by_d,
+                                 grad_over_d_not_n, least_squares_classical_gram_schmidt,
+                                 least_squares_modified_gram_schmidt, lr_hessian_without_two,
+                                 lr_n_minus_one, lr_two_over_trace, max_lr_by_func_hessian,
                                  normal_equations_det64, normal_equations_eigh64,
                                  normal_equations_lu64)
 
@@ -34,3 +39,71 @@ def test_two_over_the_trace_is_told_the_number_not_the_operator():
     with pytest.raises(ExerciseCheckFailed, match="expected 0.269741") as err:
         checks.check_ch02_max_stable_lr(lr_two_over_trace)
     assert "your solution" not in err.value.message
+
+
+# A third read of chapter 2 (L2, L3, L4, N1)
+@pytest.mark.parametrize("answer, cause", [
+    (grad_divided_by_d, "divided by d = 4"),
+    (grad_over_d_not_n, "divides by d = 4 where L divides by N = 5")])
+def test_a_division_by_d_is_not_called_a_missing_factor_two(answer, cause):
+    with pytest.raises(ExerciseCheckFailed, match=cause) as err:
+        checks.check_ch02_mse_gradient(answer)
+    assert "half the gradient" not in err.value.message
+
+
+@pytest.mark.parametrize("answer, cause", [
+    (lr_hessian_without_two, "twice the threshold"),
+    (lr_n_minus_one, "N − 1")])
+def test_max_stable_lr_slips_get_their_own_diagnosis(answer, cause):
+    with pytest.raises(ExerciseCheckFailed, match=cause):
+        checks.check_ch02_max_stable_lr(answer)
+
+
+def test_func_hessian_is_refused_as_a_hessian_not_a_gradient():
+    with pytest.raises(ExerciseCheckFailed, match="Hessian derived by hand") as err:
+        checks.check_ch02_max_stable_lr(max_lr_by_func_hessian)
+    assert "gradient by hand" not in err.value.message
+
+
+@pytest.mark.parametrize("answer", [least_squares_classical_gram_schmidt,
+                                    least_squares_modified_gram_schmidt])
+def test_gram_schmidt_failure_names_gram_schmidt(answer):
+    # it never forms X̃ᵀX̃: the message must not give that as the only cause
+    with pytest.raises(ExerciseCheckFailed, match="ill-conditioned float64 problem") as err:
+        checks.check_ch02_least_squares(answer)
+    assert "Gram–Schmidt" in err.value.message
+
+
+def _central_difference_gradient(X, W, b, Y):   # no derivation: exact on a quadratic (h = 1)
+    loss = lambda W, b: ((X @ W + b - Y) ** 2).sum() / X.shape[0]
+    grad_W, grad_b = torch.zeros_like(W), torch.zeros_like(b)
+    for i in range(W.numel()):
+        E = torch.zeros_like(W).view(-1)
+        E[i] = 1.0
+        E = E.view_as(W)
+        grad_W.view(-1)[i] = (loss(W + E, b) - loss(W - E, b)) / 2
+    for j in range(b.numel()):
+        e = torch.zeros_like(b)
+        e[j] = 1.0
+        grad_b[j] = (loss(W, b + e) - loss(W, b - e)) / 2
+    return grad_W, grad_b
+
+
+def _second_difference_lr(X):                   # the Hessian by second differences, h = 1
+    N, p = X.shape[0], X.shape[1] + 1
+    loss = lambda th: ((X @ th[:-1] + th[-1]) ** 2).sum() / N
+    eye = torch.eye(p, dtype=X.dtype)
+    H = torch.stack([torch.stack([(loss(eye[i] + eye[j]) - loss(eye[i] - eye[j])
+                                   - loss(eye[j] - eye[i]) + loss(-eye[i] - eye[j])) / 4
+                                  for j in range(p)]) for i in range(p)])
+    return 2.0 / torch.linalg.eigvalsh(H).max().item()
+
+
+@pytest.mark.parametrize("check, answer", [
+    (checks.check_ch02_mse_gradient, _central_difference_gradient),
+    (checks.check_ch02_max_stable_lr, _second_difference_lr)])
+def test_numerical_routes_exact_on_a_quadratic_pass_as_the_statements_say(check, answer):
+    # the statements of ch02-mse-gradient and ch02-max-stable-lr say that such numerical
+    # routes are not refused (on a quadratic they are exact); if a check starts refusing
+    # them, the statements must change with it
+    check(answer)

@@ -79,9 +79,9 @@ def check_ch02_mse_gradient(mse_gradient):
     expect_callable(mse_gradient, "mse_gradient(X, W, b, Y)")
     by_hand = without_autograd(mse_gradient)   # the statement says "no autograd"
     gen = rng(1)
-    # m = 3 first: there dividing by N·m (F.mse_loss's mean over all entries) and a missing
-    # factor 2 give different answers, so each slip gets its own diagnosis
-    for N, d, m in ((5, 2, 3), (8, 3, 2), (25, 4, 1)):
+    # m = 3 and d = 4 first: there dividing by N·m (F.mse_loss's mean over all entries), by d
+    # and a missing factor 2 give different answers, so each slip gets its own diagnosis
+    for N, d, m in ((5, 4, 3), (8, 3, 2), (25, 4, 1)):
         X = torch.randn(N, d, generator=gen, dtype=torch.float64)
         W = torch.randn(d, m, generator=gen, dtype=torch.float64)
         b = torch.randn(m, generator=gen, dtype=torch.float64)
@@ -105,6 +105,11 @@ def check_ch02_mse_gradient(mse_gradient):
             expect(m <= 2 or not _matches(g, w / m), f"{name} for {where} is the gradient "
                    f"divided by m = {m}: this divides by N·m (what F.mse_loss does); the "
                    f"chapter's L divides by N only")
+            expect(d in (2, m) or not _matches(g, w / d), f"{name} for {where} is the "
+                   f"gradient divided by d = {d}: L averages over the N examples (the rows of "
+                   f"X), not over the d features")
+            expect(not _matches(g, w * N / d), f"{name} for {where} divides by d = {d} "
+                   f"where L divides by N = {N}: N is X.shape[0], the number of examples")
             expect(not _matches(g, w / 2), f"{name} for {where} is half the gradient: the "
                    f"derivative of a square brings a factor 2"
                    + (" (or, with m = 2 outputs, you divided by N·m as F.mse_loss does; L "
@@ -180,17 +185,23 @@ def check_ch02_least_squares(solve_least_squares):
            "[X, 1]) so that b is fitted too")
     _close(got[0], theta[:3], "w on a noisy problem", rtol=1e-7)
     _close(got[1], theta[3], "b on a noisy problem", rtol=1e-7)
-    # an ill-conditioned problem in float64 (cond(X̃) ≈ 2e7): least squares on X̃ lands within
-    # 2e-9 of the exact weights; the normal equations, whatever solves them (solve, LU, eigh,
-    # Cramer's rule, NumPy), work with cond(X̃ᵀX̃) ≈ 4e14 and miss by 1e-4 to 1e-1
+    # an ill-conditioned problem in float64 (cond(X̃) ≈ 2e7, 1.6e7 to 2.7e7 over grader seeds):
+    # least squares on X̃ lands within 2e-9 of the exact weights; the normal equations, whatever
+    # solves them directly (solve, LU, eigh, Cramer's rule, NumPy), work with cond(X̃ᵀX̃) of
+    # order 1e14 and miss by 1e-4 to 1e-1. Iterative refinement (the residual recomputed on X̃,
+    # the correction solved with the same factors) recovers the digits and passes; so do
+    # Householder QR, the SVD and Gram–Schmidt with reorthogonalization, while classical or
+    # modified Gram–Schmidt on X̃ alone lose orthogonality and miss
     gen64 = rng(4)
     t = torch.randn(100, generator=gen64, dtype=torch.float64)
     X = torch.stack([t, t + 1e-7 * torch.randn(100, generator=gen64, dtype=torch.float64)], 1)
     y = X @ torch.tensor([1.0, 2.0], dtype=torch.float64) + 0.5
     w, b = _on_design_matrix(solve_least_squares, X, y)
-    hint = (" (cond(X̃) ≈ 2·10⁷: forming X̃ᵀX̃ squares it to ≈ 4·10¹⁴, and float64's 16 digits "
-            "no longer hold the answer, whatever then solves the normal equations; least squares "
-            "on X̃ itself is accurate to ~10⁻⁹)")
+    hint = (" (cond(X̃) ≈ 2·10⁷: if you formed X̃ᵀX̃, that squares it to the order of 10¹⁴, and "
+            "float64's 16 digits no longer hold the answer when a routine solves those equations "
+            "directly; if you orthogonalized X̃ by Gram–Schmidt, its columns lose orthogonality "
+            "at this conditioning unless you orthogonalize twice. torch.linalg.lstsq on X̃ "
+            "itself is accurate to ~10⁻⁹)")
     _close(as_tensor(w, "w", tensor_only=True), torch.tensor([1.0, 2.0], dtype=torch.float64),
            "w on an ill-conditioned float64 problem" + hint, rtol=0, atol=1e-6)
     _close(as_tensor(b, "b", tensor_only=True), torch.tensor(0.5, dtype=torch.float64),
@@ -221,7 +232,9 @@ def check_ch02_max_stable_lr(max_stable_lr):
     """max_stable_lr(X): the learning rate above which full-batch gradient descent on
     L(w, b) = (1/N)‖Xw + b − y‖² diverges."""
     expect_callable(max_stable_lr, "max_stable_lr(X)")
-    derived = without_autograd(max_stable_lr)     # "derive it": no Hessian from autograd
+    derived = without_autograd(    # "derive it": no Hessian from autograd
+        max_stable_lr, because="it asks for the Hessian derived by hand, without autograd: "
+                               "differentiate the loss (1/N)‖X̃θ − y‖² twice yourself")
     gen = rng(3)
     for N, scales in ((50, (1.0, 1.0)), (80, (1.0, 5.0, 0.3)), (30, (3.0,))):
         X = torch.randn(N, len(scales), generator=gen, dtype=torch.float64) \
@@ -238,6 +251,11 @@ def check_ch02_max_stable_lr(max_stable_lr):
             for slip, hint in (
                     (want / 2, "= 1/λ_max, the safe default; divergence starts at 2/λ_max"),
                     (want / N, "the curvature of the *sum* of squares: L averages over N"),
+                    (2 * want, "twice the threshold: the Hessian of (1/N)‖X̃θ − y‖² is "
+                               "(2/N)X̃ᵀX̃, with the factor 2 that the derivative of a square "
+                               "brings"),
+                    (want * (N - 1) / N, "the Hessian with 1/(N − 1): L averages over the N "
+                                         "examples, not N − 1"),
                     (2.0 / torch.linalg.eigvalsh(H_no_bias).max().item(),
                      "without the bias: b is a parameter too, so use [X, 1]"),
                     (2.0 / torch.linalg.eigvalsh(H).min().item(),

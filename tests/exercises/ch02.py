@@ -427,3 +427,91 @@ def lr_two_over_trace(X):          # tr H ≥ λ_max: a bound, not the threshold
 
 
 WRONG_ANSWERS["ch02-max-stable-lr"].append(lr_two_over_trace)
+
+
+# The third read of chapter 2 (L2, L3, L4, N1): slips with their own diagnosis, Gram–Schmidt
+# without reorthogonalization, and a correct answer (normal equations + iterative refinement).
+def grad_divided_by_d(X, W, b, Y):      # the gradient divided by the number of features too
+    r = X @ W + b - Y
+    n, d = X.shape
+    return (2 / n) * X.T @ r / d, (2 / n) * r.sum(0) / d
+
+
+def grad_over_d_not_n(X, W, b, Y):      # X.shape[1] where X.shape[0] was meant
+    r = X @ W + b - Y
+    d = X.shape[1]
+    return (2 / d) * X.T @ r, (2 / d) * r.sum(0)
+
+
+def lr_hessian_without_two(X):          # H = (1/N)X̃ᵀX̃: the threshold comes out twice too large
+    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)
+    return 2.0 / torch.linalg.eigvalsh(Xt.T @ Xt / X.shape[0]).max().item()
+
+
+def lr_n_minus_one(X):
+    Xt = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)
+    return 2.0 / torch.linalg.eigvalsh((2.0 / (X.shape[0] - 1)) * Xt.T @ Xt).max().item()
+
+
+def max_lr_by_func_hessian(X):
+    N = X.shape[0]
+    H = torch.func.hessian(lambda th: ((X @ th[:-1] + th[-1]) ** 2).sum() / N)(
+        torch.zeros(X.shape[1] + 1, dtype=X.dtype))
+    return 2.0 / torch.linalg.eigvalsh(H).max().item()
+
+
+def _back_substitute(R, z):
+    theta = torch.zeros(R.shape[1], dtype=R.dtype)
+    for i in reversed(range(R.shape[1])):
+        theta[i] = (z[i] - R[i, i + 1:] @ theta[i + 1:]) / R[i, i]
+    return theta
+
+
+def least_squares_classical_gram_schmidt(X, y):   # never forms X̃ᵀX̃, loses orthogonality
+    A = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)
+    n = A.shape[1]
+    Q, R = torch.zeros_like(A), torch.zeros(n, n, dtype=A.dtype)
+    for j in range(n):
+        v = A[:, j].clone()
+        for i in range(j):
+            R[i, j] = Q[:, i] @ A[:, j]
+            v = v - R[i, j] * Q[:, i]
+        R[j, j] = v.norm()
+        Q[:, j] = v / R[j, j]
+    theta = _back_substitute(R, Q.T @ y)
+    return theta[:-1], theta[-1]
+
+
+def least_squares_modified_gram_schmidt(X, y):
+    A = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)
+    n = A.shape[1]
+    V, R = A.clone(), torch.zeros(n, n, dtype=A.dtype)
+    for i in range(n):
+        R[i, i] = V[:, i].norm()
+        V[:, i] = V[:, i] / R[i, i]
+        for j in range(i + 1, n):
+            R[i, j] = V[:, i] @ V[:, j]
+            V[:, j] = V[:, j] - R[i, j] * V[:, i]
+    theta = _back_substitute(R, V.T @ y)
+    return theta[:-1], theta[-1]
+
+
+WRONG_ANSWERS["ch02-mse-gradient"] += [grad_divided_by_d, grad_over_d_not_n]
+WRONG_ANSWERS["ch02-max-stable-lr"] += [lr_hessian_without_two, lr_n_minus_one]
+WRONG_ANSWERS["ch02-least-squares"] += [least_squares_classical_gram_schmidt,
+                                        least_squares_modified_gram_schmidt]
+AUTOGRAD_CHEATS["ch02-max-stable-lr"].append(max_lr_by_func_hessian)
+
+RIGHT_ANSWERS["ch02-least-squares"] += [
+    # the normal equations by LU, then iterative refinement with the residual taken on X̃:
+    # κ(X̃ᵀX̃)·u < 1, so the corrections converge to the least-squares solution
+    "import torch\n\n"
+    "def solve_least_squares(X, y):\n"
+    "    A = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)\n"
+    "    LU, pivots = torch.linalg.lu_factor(A.T @ A)\n"
+    "    theta = torch.zeros(A.shape[1], dtype=X.dtype)\n"
+    "    for _ in range(8):\n"
+    "        r = y - A @ theta\n"
+    "        theta = theta + torch.linalg.lu_solve(LU, pivots, (A.T @ r)[:, None])[:, 0]\n"
+    "    return theta[:-1], theta[-1]\n",
+]
