@@ -274,7 +274,9 @@ def check_ch16_rope(apply_rope, *, generator=None):
                                "pairs x_i with x_(i + d/2)"),
                     (ref_rope(x, base=base), "rotate position m = positions[t], not t"))
         _close(got, want, f"x of shape {shape}, positions {start}…{start + T - 1}, base {base:g}",
-               diagnose=lambda out: _diagnosis(out, mistakes))
+               diagnose=lambda out: _diagnosis(out, mistakes) or (
+                   " (a float32-sized error: compute θ_i, the angles m·θ_i and their cos and "
+                   "sin in float64)" if (out - want.detach()).abs().max().item() < 1e-5 else ""))
         _compare_grads(got, leaves, want, [x_ref], ["x"], g, remote)
     return "pairs (x_i, x_(i+d/2)) rotated by m·θ_i, θ_i = base^(−2i/d)"
 
@@ -700,12 +702,13 @@ def check_ch16_clip(clip_global_norm, *, generator=None):
     return "g ← g·min(1, c/(‖g‖ + ε)), one factor for all tensors"
 
 
-def _decoder(model, uniforms):
+def _decoder(model, uniforms, prompt_len):
     """The ``step`` and ``draw`` handed to ``generate``, as plain functions of torch alone (the
     grader sends a checker's function to the worker as its code and the values it closes over).
 
     ``step(ids)`` runs mathref's GPT on the new ids [B, t] with its KVCache and returns their
-    logits [B, t, V]; after the first call it takes one position at a time. ``draw(probs)``
+    logits [B, t, V]; the first call takes the whole prompt (``prompt_len`` positions), every
+    later call one position. ``draw(probs)``
     returns the next ids by the inverse of the cumulative distribution at the uniforms drawn
     by the checker, ``uniforms[i]`` for the i-th call, so the checker can replay the draws. In
     this process both record what they were given in ``record``."""
@@ -717,6 +720,10 @@ def _decoder(model, uniforms):
     def step(ids):
         if not (isinstance(ids, torch.Tensor) and ids.dim() == 2):
             raise ValueError("call step with a [B, t] tensor of token ids")
+        if not record["calls"] and ids.shape[1] != prompt_len:
+            raise ValueError(f"the first call to step was given {ids.shape[1]} positions: feed "
+                             f"the whole prompt ({prompt_len} positions) in one call, then only "
+                             f"the newest token [B, 1] per call")
         if record["calls"] and ids.shape[1] != 1:
             raise ValueError(f"step was given {ids.shape[1]} positions after the prompt: feed "
                              f"the prompt once, then only the newest token [B, 1] per call "
@@ -782,8 +789,9 @@ def _reference_probs(last, temperature, top_k, top_p):
 def _probs_why(got, last, temperature, top_k, top_p):
     variants = ((_reference_probs(last * temperature ** 2, temperature, top_k, top_p),
                  "divide the logits by the temperature, do not multiply them"),
-                (_reference_probs(last, temperature, None, top_p), "keep only the top_k largest "
-                                                                   "logits"),
+                (_reference_probs(last, temperature, None, top_p), "apply top_k first: keep "
+                 "the top_k largest logits, then cut the nucleus of that renormalized "
+                 "distribution (skipping top_k, or cutting the nucleus before it, gives this)"),
                 (_reference_probs(last, temperature, top_k, None), "cut the nucleus: keep the "
                  "tokens whose preceding mass is below top_p, then renormalize"),
                 (_reference_probs(last, 1.0, top_k, top_p), "divide the logits by the "
@@ -811,7 +819,7 @@ def check_ch16_generate(generate, *, generator=None):
             model.lm_head.weight.mul_(3.0)        # peaked distributions: top-k and top-p bite
         prompt = torch.randint(13, (B, T), generator=g)
         uniforms = torch.rand(n, B, generator=g, dtype=torch.float64)
-        step, draw, record = _decoder(model, uniforms)
+        step, draw, record = _decoder(model, uniforms, T)
         got = generate(step, prompt.clone(), n, temperature, top_k, top_p, draw)
         case = (f"B={B}, prompt length {T}, {n} new tokens, temperature {temperature:g}, "
                 f"top_k={top_k}, top_p={top_p}")
@@ -957,8 +965,11 @@ def check_ch16_train_step(train_step, *, generator=None):
                        f"{case}: return a list of 4 tensors for {what}")
             for i, name in enumerate(names):
                 state = opt.state[ref[i]]
-                _close(got_m[i], state["exp_avg"], f"{case}: m of {name}")
-                _close(got_v[i], state["exp_avg_sq"], f"{case}: v of {name}")
+                moments = (lambda out: " (m and v are built from the clipped gradients: clip "
+                           "all of them by one factor from their global norm, then update the "
+                           "moments with β₁, β₂)")
+                _close(got_m[i], state["exp_avg"], f"{case}: m of {name}", diagnose=moments)
+                _close(got_v[i], state["exp_avg_sq"], f"{case}: v of {name}", diagnose=moments)
                 _close(got_p[i], ref[i], f"{case}: {name}", tol=1e-12, diagnose=lambda out: (
                     " (the rate of step s is warmup_cosine_lr(s, …) and AdamW's t is s + 1; "
                     "clip the gradients by their global norm before the update; decay only "

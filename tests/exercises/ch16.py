@@ -712,3 +712,30 @@ SHORTCUTS["ch16-train-step"] = [
     "    return ([p.detach() for p in q], [opt.state[p]['exp_avg'] for p in q],\n"
     "            [opt.state[p]['exp_avg_sq'] for p in q], loss.detach())\n",
 ]
+
+
+# ---- found by the second review of chapter 16 -----------------------------------------------
+def rope_float32_angles(x, positions, base=10000.0):     # θ, m·θ, cos and sin in float32
+    d = x.shape[-1]
+    theta = base ** (-2 * torch.arange(d // 2, dtype=torch.float32) / d)
+    angle = positions.to(torch.float32)[:, None] * theta
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+
+
+def generate_prompt_token_by_token(step, prompt, max_new_tokens, temperature=0.0, top_k=None,
+                                   top_p=None, draw=None):
+    for t in range(prompt.shape[1]):        # the prompt one position per call, not at once
+        logits = step(prompt[:, t:t + 1])
+    idx = prompt
+    for i in range(max_new_tokens):
+        nxt = _pick(logits[:, -1], temperature, top_k, top_p, draw)
+        idx = torch.cat([idx, nxt[:, None]], 1)
+        if i < max_new_tokens - 1:
+            logits = step(nxt[:, None])
+    return idx
+
+
+WRONG_ANSWERS["ch16-rope"].append(rope_float32_angles)
+WRONG_ANSWERS["ch16-generate"].append(generate_prompt_token_by_token)
