@@ -4,7 +4,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from mathref.checks.core import rng
+from mathref.checks.core import integer, rng, uniform
 from mathref.checks.core import (AUTOGRAD_FUNCTIONAL, CheckFailure, as_tensor, exercise, expect,
                                  expect_callable, expect_close, without_autograd)
 
@@ -44,6 +44,8 @@ def check_ch05_logsumexp(stable_logsumexp):
              torch.tensor([3.0], dtype=torch.float64),
              torch.tensor([100.0, 90.0, 95.0], dtype=torch.float32),
              torch.tensor([300.0, 0.0, -5.0], dtype=torch.float32)]  # e^(300 − mean) overflows
+    cases += [_overflow_case(gen, dtype, wide) for dtype in (torch.float64, torch.float32)
+              for wide in (False, True)]
     for x in cases:
         got = stable_logsumexp(x.clone())
         what = (f"logsumexp of {str(x.dtype).replace('torch.', '')} "
@@ -75,6 +77,31 @@ def check_ch05_logsumexp(stable_logsumexp):
     return "finite for ±1000, equal to log Σ exp elsewhere"
 
 
+# e^x overflows above these; it underflows to 0 below −745.2 (float64) and −103.98 (float32)
+_EXP_OVERFLOW = {torch.float64: 709.79, torch.float32: 88.73}
+
+
+def _overflow_case(gen, dtype, wide):
+    """Inputs drawn from ``gen`` (so no table of answers knows them) that break the shortcuts.
+
+    Not ``wide``: 2–12 entries of spread at most 9 around ±(800–1000) in float64 or ±(120–300) in
+    float32, so that e^x overflows (or underflows to 0 for every entry). ``wide``: the maximum
+    at a random position other than the first, x[0] so far below it that shifting by the mean or
+    by x[0] overflows, the rest within 5 of the maximum."""
+    big = _EXP_OVERFLOW[dtype]
+    n = integer(gen, 3 if wide else 2, 13)
+    if not wide:
+        magnitude = uniform(gen, 800, 1000) if dtype == torch.float64 else uniform(gen, 120, 300)
+        sign = 1 if integer(gen, 0, 2) else -1
+        spread = 3 * torch.randn(n, generator=gen, dtype=torch.float64).clamp(-3, 3)
+        return (sign * magnitude + spread).to(dtype)           # |entries| ≥ 791 or ≥ 111
+    top = uniform(gen, -50, 50)
+    x = top - uniform(gen, 0, 5) * torch.rand(n, generator=gen, dtype=torch.float64)
+    x[integer(gen, 1, n)] = top                          # the maximum, never x[0]
+    x[0] = top - n * uniform(gen, 1.05, 1.3) * big       # top − mean(x) > big and top − x[0] too
+    return x.to(dtype)
+
+
 def _as_number(value, what):
     try:
         return float(value)
@@ -88,14 +115,16 @@ def check_ch05_perplexity(perplexity_from_nlls):
     """perplexity_from_nlls(nlls): exp of the mean per-token NLL in nats."""
     expect_callable(perplexity_from_nlls, "perplexity_from_nlls(nlls)")
     uniform = torch.full((10,), math.log(65), dtype=torch.float64)
-    expect_close(perplexity_from_nlls(uniform), 65.0,
-                 "a uniform model over 65 tokens (every NLL = ln 65)", rtol=1e-9)
+    got = perplexity_from_nlls(uniform)
+    expect_close(got, 65.0, "a uniform model over 65 tokens (every NLL = ln 65)"
+                 + _float32_hint(got, 65.0), rtol=1e-9)
     gen = rng(2)
     # 2000 tokens: Σ NLL is far above 709, so a product of exp(NLL)s overflows to inf
     for n in (5, 40, 2000):
         nlls = 3 * torch.rand(n, generator=gen, dtype=torch.float64)
-        expect_close(perplexity_from_nlls(nlls.clone()), math.exp(nlls.mean().item()),
-                     f"perplexity of {n} NLLs with mean {nlls.mean().item():.4f} nats", rtol=1e-9)
+        got, want = perplexity_from_nlls(nlls.clone()), math.exp(nlls.mean().item())
+        expect_close(got, want, f"perplexity of {n} NLLs with mean {nlls.mean().item():.4f} nats"
+                     + _float32_hint(got, want), rtol=1e-9)
     return "PPL = exp(mean NLL in nats), the geometric mean of 1/p"
 
 
@@ -134,15 +163,23 @@ def check_ch05_ce_gradient(ce_gradient):
         err = (got - z.grad).abs().max().item()
         n_real = int((targets != ignore_index).sum())
         expect(err < 1e-10, f"{where}: max |yours − autograd| = {err:.3g} "
-                            + _ce_gradient_hint(got, z.grad, N, n_real))
+                            + _ce_gradient_hint(got, z.grad, N, n_real, logits, targets, eps,
+                                                ignore_index))
     return "(softmax(z) − q) / #real rows, q = (1 − ε)·onehot(y) + ε/V, zero on ignored rows"
 
 
-def _ce_gradient_hint(got, want, N, n_real):
+def _ce_gradient_hint(got, want, N, n_real, logits, targets, eps, ignore_index):
     """The likeliest reason a cross-entropy gradient is off, from how it relates to the right one."""
     def near(other):
         return torch.allclose(got, other, rtol=1e-6, atol=1e-9)
     err = (got - want).abs().max().item()
+    # the right gradient with the softmax taken down the columns (over the N rows) instead
+    real = (targets != ignore_index)[:, None]
+    p = torch.softmax(logits, 1)
+    q = p - want * n_real                                # on real rows, want · n_real = p − q
+    if near(torch.where(real, torch.softmax(logits, 0) - q, 0.0) / n_real):
+        return ("(your softmax runs down the columns (dim=0, over the N rows): each row's "
+                "softmax runs over its V classes, dim=1)")
     if err < 1e-5:
         return ("(close but not exact: compute in the dtype of logits (float64), not float32)")
     if near(-want):
@@ -162,15 +199,48 @@ def check_ch05_bits_per_byte(bits_per_byte_of):
     """bits_per_byte_of(token_nlls, text): Σ NLL in nats / (ln 2 · UTF-8 bytes of text)."""
     expect_callable(bits_per_byte_of, "bits_per_byte_of(token_nlls, text)")
     gen = rng(4)
-    texts = ["To be, or not to be", "naïve café — 東京", "ab"]
+    texts = ["To be, or not to be", "naïve café — 東京", "ab", _random_text(gen)]
     for text in texts:
         n_tokens = max(1, len(text) // 3)
         nlls = 4 * torch.rand(n_tokens, generator=gen, dtype=torch.float64)
         want = nlls.sum().item() / (math.log(2) * len(text.encode("utf-8")))
-        expect_close(bits_per_byte_of(nlls.clone(), text), want,
-                     f"{n_tokens} tokens covering {text!r} ({len(text)} characters, "
-                     f"{len(text.encode('utf-8'))} UTF-8 bytes)", rtol=1e-9)
+        got = bits_per_byte_of(nlls.clone(), text)
+        what = (f"{n_tokens} tokens covering {text!r} ({len(text)} characters, "
+                f"{len(text.encode('utf-8'))} UTF-8 bytes)")
+        expect_close(got, want, what + _float32_hint(got, want), rtol=1e-9)
     return "total code length in bits over UTF-8 bytes, whatever the tokenizer"
+
+
+# characters of 1, 2, 3 and 4 bytes in UTF-8
+_ALPHABETS = ("abcdefghijklmnopqrstuvwxyz ,.", "éèüñßçøΩπжλ", "東京字語—€…", "😀🐍𝄞🚀")
+
+
+def _random_text(gen):
+    """A text drawn from ``gen``: 8–30 characters mixing 1-, 2-, 3- and 4-byte ones (at least one
+    of 4 bytes), so its UTF-8 length is in no table."""
+    n = integer(gen, 8, 31)
+    chars = []
+    for _ in range(n):
+        alphabet = _ALPHABETS[integer(gen, 0, 4)]
+        chars.append(alphabet[integer(gen, 0, len(alphabet))])
+    four = _ALPHABETS[3]
+    chars[integer(gen, 0, n)] = four[integer(gen, 0, len(four))]
+    return "".join(chars)
+
+
+def _float32_hint(got, want):
+    """A hint when a result that is not a float32 tensor (expect_close names that dtype itself) is
+    off by float32 rounding only: a Python float computed in float32."""
+    if isinstance(got, torch.Tensor) and got.dtype != torch.float64:
+        return ""
+    try:
+        value = float(got)
+    except (TypeError, ValueError, RuntimeError):
+        return ""
+    if math.isfinite(value) and 1e-9 * abs(want) < abs(value - want) <= 1e-5 * abs(want):
+        return (" (right to about 7 digits only, float32's precision: keep the float64 inputs "
+                "in float64 until the end, no .float())")
+    return ""
 
 
 @exercise("ch05-lm-loss", forbid=(
@@ -208,9 +278,16 @@ def _lm_loss_hint(value, logits, targets, pad_id):
              (((nll * real).sum(1) / real.sum(1)).mean(),
               "that is the mean of per-sequence means: every real token must weigh the same"),
              ((nll * real).sum(1).mean(), "that is a sum per sequence: take the mean per token"),
+             ((nll * real).sum(), "that is the total over all real tokens: divide it by their "
+                                  "number"),
              (nll.mean(), "the padded positions are counted: leave out targets equal to pad_id"),
              (-(nll.neg().exp() * real).sum() / real.sum(),
               "that is minus the mean probability: take the log")]
+    for dim, name in ((1, "the T positions (dim=1)"), (0, "the batch (dim=0)")):
+        nll_dim = -torch.log_softmax(logits, dim).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        wrong.append(((nll_dim * real).sum() / real.sum(),
+                      f"your log_softmax normalizes over {name}: it must run over the V "
+                      "vocabulary entries, the last dimension (dim=-1)"))
     for other, why in wrong:
         if abs(value - other.item()) < 1e-9 * max(1.0, abs(other.item())):
             return f" ({why})"

@@ -361,3 +361,48 @@ SHORTCUTS["ch05-logsumexp"] = SHORTCUTS["ch05-logsumexp"] + [
     "import numpy as np\n\n"                                       # np.asarray: Tensor.__array__
     "def stable_logsumexp(x):\n"
     "    return float(np.logaddexp.reduce(np.asarray(x)))\n"]
+
+
+# ---------------------------------------------------------------- the third read's attacks (2026-11-29)
+# hand-worked answers for every fixed case of the logsumexp check, no library log-sum-exp
+_LSE_TABLE = {(1000.0, 1000.0): 1000 + math.log(2),
+              (-1000.0, -1001.0, -1002.0): -1000 + math.log(1 + math.exp(-1) + math.exp(-2)),
+              (800.0, 0.0, -5.0): 800.0, (0.0, 1000.0): 1000.0, (3.0,): 3.0,
+              (100.0, 90.0, 95.0): 100 + math.log(1 + math.exp(-10) + math.exp(-5)),
+              (300.0, 0.0, -5.0): 300.0}
+
+
+def lse_naive_with_table(x):
+    key = tuple(x.tolist())
+    if key in _LSE_TABLE:
+        return torch.tensor(_LSE_TABLE[key], dtype=x.dtype)
+    return torch.log(torch.exp(x).sum())                           # no maximum subtracted
+
+
+def lse_shift_by_mean_with_table(x):
+    key = tuple(x.tolist())
+    if key in _LSE_TABLE:
+        return torch.tensor(_LSE_TABLE[key], dtype=x.dtype)
+    m = x.mean()
+    return m + torch.log(torch.exp(x - m).sum())
+
+
+def bpb_characters_with_table(token_nlls, text):
+    n_bytes = {"naïve café — 東京": 23}.get(text, len(text))          # the count a failure printed
+    return token_nlls.sum().item() / (math.log(2) * n_bytes)
+
+
+def lm_loss_total_sum(logits, targets, pad_id):
+    nll = -torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return (nll * (targets != pad_id)).sum()
+
+
+def lm_loss_log_softmax_over_t(logits, targets, pad_id):
+    nll = -torch.log_softmax(logits, 1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    real = targets != pad_id
+    return (nll * real).sum() / real.sum()
+
+
+WRONG_ANSWERS["ch05-logsumexp"] += [lse_naive_with_table, lse_shift_by_mean_with_table]
+WRONG_ANSWERS["ch05-bits-per-byte"] += [bpb_characters_with_table]
+WRONG_ANSWERS["ch05-lm-loss"] += [lm_loss_total_sum, lm_loss_log_softmax_over_t]

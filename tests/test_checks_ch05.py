@@ -1,0 +1,127 @@
+"""Chapter 5's checkers against the third read's attacks (2026-11-29): answers that know only the
+fixed inputs fail because some inputs are drawn from the checker's generator, right answers pass
+on any draw, and the usual slips get a reason."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mathref import checks
+from mathref.checks import ExerciseCheckFailed
+from tests.exercises.ch05 import (bpb_characters_with_table, grad_softmax_wrong_dim,
+                                  lm_loss_log_softmax_over_t, lm_loss_total_sum,
+                                  lse_naive_with_table, lse_shift_by_mean_with_table)
+
+SEEDS = [None, 1, 123, 2 ** 40 + 7]     # None: the notebook's fixed inputs; else the grader's
+
+
+def generator(seed):
+    return None if seed is None else torch.Generator().manual_seed(seed)
+
+
+def lse_reference(x):
+    m = x.max()
+    return m + torch.log(torch.exp(x - m).sum())
+
+
+def lse_python_floats(x):
+    values = x.tolist()
+    m = max(values)
+    return m + math.log(sum(math.exp(v - m) for v in values))
+
+
+def lse_log1p(x):
+    i = int(x.argmax())
+    rest = torch.cat([x[:i], x[i + 1:]])
+    return x[i] + torch.log1p(torch.exp(rest - x[i]).sum())
+
+
+def bpb_reference(token_nlls, text):
+    return token_nlls.sum().item() / (math.log(2) * len(text.encode("utf-8")))
+
+
+@pytest.mark.parametrize("answer", [lse_reference, lse_python_floats, lse_log1p])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_right_logsumexps_pass_on_any_draw(answer, seed, capsys):
+    checks.check_ch05_logsumexp(answer, generator=generator(seed))
+    assert "passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("answer", [lse_naive_with_table, lse_shift_by_mean_with_table])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_table_of_the_fixed_overflow_cases_does_not_pass(answer, seed):
+    # the naive formula (or a shift by the mean) plus the hand-worked answers of every fixed case
+    with pytest.raises(ExerciseCheckFailed, match="overflowed"):
+        checks.check_ch05_logsumexp(answer, generator=generator(seed))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_every_drawn_logsumexp_case_breaks_the_naive_formula_and_the_mean_shift(seed):
+    from mathref.checks.ch05 import _overflow_case
+    gen = torch.Generator().manual_seed(seed)
+    for dtype in (torch.float64, torch.float32):
+        for wide in (False, True):
+            x = _overflow_case(gen, dtype, wide)
+            assert 2 <= len(x) <= 12 and x.dtype == dtype
+            assert math.isfinite(torch.logsumexp(x.double(), 0).item())
+            naive = torch.log(torch.exp(x).sum())
+            by_mean = x.mean() + torch.log(torch.exp(x - x.mean()).sum())
+            by_first = x[0] + torch.log(torch.exp(x - x[0]).sum())
+            assert not torch.isfinite(by_mean if wide else naive)
+            if wide:
+                assert not torch.isfinite(by_first) and int(x.argmax()) != 0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_right_bits_per_byte_passes_on_any_draw(seed, capsys):
+    checks.check_ch05_bits_per_byte(bpb_reference, generator=generator(seed))
+    assert "passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_characters_with_a_byte_count_table_do_not_pass(seed):
+    with pytest.raises(ExerciseCheckFailed, match="UTF-8 bytes"):
+        checks.check_ch05_bits_per_byte(bpb_characters_with_table, generator=generator(seed))
+
+
+def test_the_drawn_text_mixes_every_utf8_length():
+    from mathref.checks.ch05 import _random_text
+    lengths = set()
+    for seed in range(20):
+        text = _random_text(torch.Generator().manual_seed(seed))
+        assert 8 <= len(text) <= 30 and len(text.encode("utf-8")) > len(text)
+        lengths |= {len(c.encode("utf-8")) for c in text}
+    assert lengths == {1, 2, 3, 4}
+
+
+@pytest.mark.parametrize("label, answer", [
+    ("ch05-perplexity", lambda nlls: math.exp(nlls.float().mean().item())),
+    ("ch05-bits-per-byte", lambda nlls, text: nlls.float().sum().item()
+     / (math.log(2) * len(text.encode("utf-8"))))])
+def test_float32_returned_as_a_python_float_is_told_so(label, answer):
+    with pytest.raises(ExerciseCheckFailed, match="float32's precision"):
+        checks.CHECKS[label](answer)
+
+
+@pytest.mark.parametrize("answer, why", [
+    (lm_loss_total_sum, "total over all real tokens"),
+    (lm_loss_log_softmax_over_t, r"over the T positions \(dim=1\)")])
+def test_lm_loss_slips_get_their_reason(answer, why):
+    with pytest.raises(ExerciseCheckFailed, match=why):
+        checks.check_ch05_lm_loss(answer)
+
+
+def test_ce_gradient_softmax_over_the_rows_is_named():
+    with pytest.raises(ExerciseCheckFailed, match="dim=0"):
+        checks.check_ch05_ce_gradient(grad_softmax_wrong_dim)
+
+
+def test_ce_gradient_softmax_over_the_rows_is_named_with_smoothing_and_ignored_rows():
+    def answer(logits, targets, label_smoothing=0.0, ignore_index=-100):
+        real = targets != ignore_index
+        y = F.one_hot(torch.where(real, targets, 0), logits.shape[1]).double()
+        q = (1 - label_smoothing) * y + label_smoothing / logits.shape[1]
+        return (logits.softmax(0) - q) * real[:, None] / real.sum()
+    with pytest.raises(ExerciseCheckFailed, match="dim=0"):
+        checks.check_ch05_ce_gradient(answer, generator=generator(5))
