@@ -369,6 +369,13 @@ SHORTCUTS = {
         "import mathref.positions as P\n\n"
         "def causal_additive_mask(T):\n"
         "    return torch.where(P.alibi_bias(1, T)[0].isinf(), float('-inf'), 0.0)\n",
+        # PyTorch's causal bias object, materialized (the third read: refused, but as a
+        # RuntimeError of the gate's modes, not by name)
+        "import torch\n"
+        "from torch.nn.attention.bias import causal_upper_left\n\n"
+        "def causal_additive_mask(T):\n"
+        "    keep = causal_upper_left(T, T)._materialize()\n"
+        "    return torch.zeros(T, T).masked_fill(~keep, float('-inf'))\n",
     ],
     "ch11-mha-param-count": [
         "from mathref.attention import MultiHeadAttention as MHA\n\n"
@@ -461,6 +468,16 @@ SHORTCUTS = {
         "    return (G_P.unsqueeze(-2) @ J).squeeze(-2)\n",
     ],
     "ch11-multi-head": [
+        # FlexAttention per head with a causal score_mod (the third read: refused, but named
+        # as a torch.distributions helper it runs)
+        "import torch\n"
+        "from torch.nn.attention.flex_attention import flex_attention\n\n"
+        "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
+        "    B, T, d = x.shape\n"
+        "    heads = lambda y: y.view(B, T, n_heads, d // n_heads).transpose(1, 2)\n"
+        "    causal = lambda s, b, h, i, j: torch.where(i >= j, s, -float('inf'))\n"
+        "    o = flex_attention(heads(x @ W_Q), heads(x @ W_K), heads(x @ W_V), score_mod=causal)\n"
+        "    return o.transpose(1, 2).reshape(B, T, d) @ W_O\n",
         "import torch\n"
         "from torch import nn\n\n"
         "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
