@@ -88,3 +88,41 @@ def summary():
 
 if __name__ == "__main__":
     print(summary())
+
+
+# copies of a forbidden function that lives in a mathref module the exercise allows
+# (ch11-gqa-backward allows mathref.attention for repeat_kv and attention_weights, but refuses
+# its softmax_backward): the third read of chapter 11 found both accepted in the notebook
+_GQA_WITH = ("import math\nimport mathref.attention as A\n\n{copy}\n"
+             "def gqa_attention_backward(q, k, v, G_O):\n"
+             "    B, H, T, d = q.shape\n"
+             "    g = H // k.shape[1]\n"
+             "    K, V = A.repeat_kv(k, g), A.repeat_kv(v, g)\n"
+             "    P = A.attention_weights(q, K, is_causal=True)\n"
+             "    G_S = sb(P, G_O @ V.transpose(-2, -1))\n"
+             "    c = 1 / math.sqrt(d)\n"
+             "    G_K = (c * G_S.transpose(-2, -1) @ q).view(B, -1, g, T, d).sum(2)\n"
+             "    G_V = (P.transpose(-2, -1) @ G_O).view(B, -1, g, T, G_O.shape[-1]).sum(2)\n"
+             "    return c * G_S @ K, G_K, G_V\n")
+_ALLOWED_MODULE_COPIES = [
+    "import types\n"
+    "sb = types.FunctionType(A.softmax_backward.__code__, A.softmax_backward.__globals__, 'sb')\n",
+    "def sb(p, grad_p):\n    pass\n\nsb.__code__ = A.softmax_backward.__code__\n",
+]
+
+
+@pytest.mark.parametrize("copy", _ALLOWED_MODULE_COPIES, ids=["FunctionType", "code-swap"])
+def test_a_copy_of_a_forbidden_function_in_an_allowed_module_is_refused(copy, capsys):
+    label = "ch11-gqa-backward"
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS[label](_answer(label, _GQA_WITH.format(copy=copy)))
+    assert "a copy of a function this exercise refuses" in failure.value.message
+    assert "✅" not in capsys.readouterr().out
+
+
+def test_the_same_answer_with_its_own_softmax_backward_passes(capsys):
+    """The control: the answer above with the derived G_S passes (only the copy is refused)."""
+    label = "ch11-gqa-backward"
+    own = "def sb(p, grad_p):\n    return p * (grad_p - (grad_p * p).sum(-1, keepdim=True))\n"
+    CHECKS[label](_answer(label, _GQA_WITH.format(copy=own)))
+    assert f"✅ {label}: passed" in capsys.readouterr().out

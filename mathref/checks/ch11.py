@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mathref.checks.ch01 import _with_line_budget
 from mathref.checks.core import integer, rng
 from mathref.checks.core import (CheckFailure, exercise, expect, expect_callable,
                                  expect_tensor_close, without_autograd)
@@ -26,6 +27,28 @@ def _expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10):
 
 def _randn(*shape, seed):
     return torch.randn(*shape, generator=rng(seed), dtype=F64)
+
+
+# Lines of Python an answer may run per call (sys.settrace, as chapter 1's checker counts them:
+# torch's and mathref's own code is not counted). The derived formulas run as a few tensor
+# operations, or a loop over heads or rows of them; each derive exercise has a case with over
+# 60,000 entries, so an answer that loops over every entry in Python runs out, as a numerical
+# derivative taken entry by entry in Python's own numbers (a complex step, or differences in
+# fixed point on Python ints, which no tensor operation sees) must. Under the grader the
+# answer runs in another process, which the tracer does not see; there the per-exercise time
+# limit stops the slower of them (each perturbation recomputing a row of 4096 keys, or a whole
+# forward pass), not an entry-by-entry loop quick enough to finish in time.
+_LINE_BUDGET = 50_000
+
+
+def _run_within_budget(answer, args, what):
+    got, endless = _with_line_budget(answer, args, budget=_LINE_BUDGET)
+    expect(not endless, f"{what}: your function was still running after {_LINE_BUDGET:,} lines "
+                        f"of Python. The derived formula is a few tensor operations on whole "
+                        f"rows; a loop over every entry in Python (as a numerical derivative "
+                        f"taken entry by entry, in complex or fixed-point numbers, needs) is "
+                        f"stopped here")
+    return got
 
 
 _SDPA_OPS = ("torch.ops.aten._scaled_dot_product_attention_math",
@@ -49,7 +72,12 @@ _SOFTMAX_BACKWARD = ("torch._softmax_backward_data", "torch.ops.aten._softmax_ba
           forbid=("mathref.attention.causal_mask", "mathref.attention.to_additive_mask",
                   "torch.nn.Transformer.generate_square_subsequent_mask",
                   "torch.nn.modules.transformer._generate_square_subsequent_mask",
-                  "mathref.positions.alibi_bias"),
+                  "mathref.positions.alibi_bias",
+                  # PyTorch's causal bias objects: ready-made masks (by name, so that the
+                  # refusal says so rather than what the gate's modes make of a tensor subclass)
+                  "torch.nn.attention.bias.causal_upper_left",
+                  "torch.nn.attention.bias.causal_lower_right",
+                  "torch.nn.attention.bias.CausalBias._materialize"),
           because="the exercise asks you to build the mask from its definition")
 def check_ch11_causal_mask(causal_additive_mask):
     """causal_additive_mask(T): [T, T] float, 0 where j ≤ i and −∞ where j > i."""
@@ -145,7 +173,8 @@ def check_ch11_attention(attention):
                   "torch.nn.functional.softmax", "torch.ops.aten._softmax",
                   "mathref.losses.softmax_jacobian"),
           because="the exercise asks you to derive the softmax backward pass, not to call one, "
-                  "to take a ready-made Jacobian or to differentiate softmax numerically")
+                  "to take a ready-made Jacobian or to differentiate the softmax you are denied "
+                  "numerically")
 def check_ch11_softmax_backward(softmax_backward_rows):
     """softmax_backward_rows(P, G_P): G_S = ∂L/∂S for P = softmax(S) along the last dim, derived:
     the answer runs under ``without_autograd``, and the softmax itself (whose finite
@@ -153,26 +182,34 @@ def check_ch11_softmax_backward(softmax_backward_rows):
     mathref.losses.softmax_jacobian are refused. The tolerance (rtol 1e-13, atol 1e-14) is a few
     dozen times what the exact formula is off by in float64 (≤ 3e-16) and far below what
     float64 finite differences of a hand-written softmax reach (≥ 2e-13 even with a 4th-order
-    stencil; decimal and fractions, where they could go further, are refused)."""
+    stencil; decimal, fractions and complex tensors, where they could go further, are refused).
+    The last case has 16 rows of 4096 scores, and each call may run 50,000 lines of Python
+    (:data:`_LINE_BUDGET`): a loop over the entries in Python's own complex numbers or ints is
+    stopped in the notebook; under the grader only the time limit applies, which stops a
+    complex step or fixed-point difference that recomputes a 4096-wide row per entry, but not
+    one that reuses each row's sums (that one is not refused there)."""
     expect_callable(softmax_backward_rows, "softmax_backward_rows(P, G_P)")
     cases = [(_randn(4, 5, seed=0), "a [4, 5] batch of rows"),
              (_randn(2, 3, 4, 6, seed=1) * 3, "scores of shape [2, 3, 4, 6]")]
     masked = _randn(4, 4, seed=2).masked_fill(torch.ones(4, 4, dtype=torch.bool).triu(1),
                                               float("-inf"))
     cases.append((masked, "causally masked [4, 4] scores (P = 0 above the diagonal)"))
+    cases.append((_randn(16, 4096, seed=3) * 3, "16 rows of 4096 scores (a long context)"))
     for i, (S, what) in enumerate(cases):
         S = S.clone().requires_grad_()
         P = torch.softmax(S, dim=-1)
         G_P = _randn(*S.shape, seed=10 + i)
         (grad,) = torch.autograd.grad(P, S, G_P)
-        _expect_tensor_close(without_autograd(softmax_backward_rows)(P.detach(), G_P), grad, what,
-                             rtol=1e-13, atol=1e-14)
+        got = _run_within_budget(without_autograd(softmax_backward_rows), (P.detach(), G_P), what)
+        _expect_tensor_close(got, grad, what, rtol=1e-13, atol=1e-14)
     return "G_S = P ⊙ (G_P − rowsum(G_P ⊙ P)), the vector–Jacobian product of diag(p) − ppᵀ"
 
 
-@exercise("ch11-multi-head", forbid=_MHA_MODULES,
+@exercise("ch11-multi-head",
+          # (flex_attention by name too: the gate refuses it anyway, but by a helper it runs)
+          forbid=(*_MHA_MODULES, "torch.nn.attention.flex_attention.flex_attention"),
           because="the exercise asks you to split the heads, attend and recombine them yourself "
-                  "(F.scaled_dot_product_attention per head is allowed)")
+                  "(torch.softmax or F.scaled_dot_product_attention per head is allowed)")
 def check_ch11_multi_head(multi_head_attention):
     """multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads): causal multi-head attention,
     weights in the math layout (y = x W), no biases, checked against nn.MultiheadAttention."""
@@ -206,19 +243,25 @@ def check_ch11_gqa_backward(gqa_attention_backward):
     ``without_autograd``); the oracle is autograd through F.scaled_dot_product_attention
     with enable_gqa=True. Each gradient is checked on its own, G_V first, to rtol 1e-13 and
     atol 1e-14: the exact formulas are off by ≤ 2e-15 in float64, a 4th-order finite-difference
-    stencil on a hand-written forward pass by ≥ 7e-13."""
+    stencil on a hand-written forward pass by ≥ 7e-13. The last case has T = 256 (98,304
+    input entries), and each call may run 50,000 lines of Python (:data:`_LINE_BUDGET`): a
+    complex step or fixed-point difference in Python's own numbers, entry by entry, is stopped
+    in the notebook; under the grader only the time limit applies, which stops one that
+    recomputes the forward pass for each entry."""
     expect_callable(gqa_attention_backward, "gqa_attention_backward(q, k, v, G_O)")
     gen = rng(23)
     for (B, H, H_kv, T, d, d_v), what in [((1, 2, 2, 4, 3, 2), "ordinary multi-head (H_kv = H = 2)"),
                                           ((2, 4, 2, 5, 4, 3), "H = 4 query heads sharing H_kv = 2"),
-                                          ((1, 6, 1, 3, 2, 2), "multi-query (H_kv = 1, H = 6)")]:
+                                          ((1, 6, 1, 3, 2, 2), "multi-query (H_kv = 1, H = 6)"),
+                                          ((1, 8, 2, 256, 32, 32), "T = 256, H = 8, H_kv = 2")]:
         q = torch.randn(B, H, T, d, generator=gen, dtype=torch.float64)
         k = torch.randn(B, H_kv, T, d, generator=gen, dtype=torch.float64)
         v = torch.randn(B, H_kv, T, d_v, generator=gen, dtype=torch.float64)
         G_O = torch.randn(B, H, T, d_v, generator=gen, dtype=torch.float64)
         qa, ka, va = (t.clone().requires_grad_(True) for t in (q, k, v))
         F.scaled_dot_product_attention(qa, ka, va, is_causal=True, enable_gqa=True).backward(G_O)
-        got = without_autograd(gqa_attention_backward)(q.clone(), k.clone(), v.clone(), G_O.clone())
+        got = _run_within_budget(without_autograd(gqa_attention_backward),
+                                 (q.clone(), k.clone(), v.clone(), G_O.clone()), what)
         if not isinstance(got, (tuple, list)) or len(got) != 3:
             raise CheckFailure(f"{what}: expected a tuple (G_Q, G_K, G_V), got {type(got).__name__}")
         for name, g, want in [("G_V", got[2], va.grad), ("G_K", got[1], ka.grad),

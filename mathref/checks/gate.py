@@ -367,8 +367,11 @@ class Gate:
         self.modules = frozenset(modules)
         self.trusted = set(trusted)   # code objects the checker hands in (f in f(x + h))
         self.no_autograd = no_autograd
-        self.copies = copies if not forbidden else \
-            frozenset(copies) | frozenset(_fingerprint(c) for c in forbidden)
+        # the exercise's forbidden functions (their code is swapped for a refusal during the
+        # check): a copy of one is refused wherever its code lives, in an allowed mathref
+        # module too (types.FunctionType(mathref.attention.softmax_backward.__code__, ...))
+        self.forbidden = frozenset(_fingerprint(c) for c in forbidden)
+        self.copies = frozenset(copies) | self.forbidden if forbidden else copies
         self.hits = []
         # verdicts on code and C functions, shared by the gates of one exercise (a checker
         # calls the answer thousands of times: each judges the same code)
@@ -418,8 +421,10 @@ class Gate:
             return None         # what the checker hands in, or its own tensor's hooks
         if verdict is None and code is _THREAD_START:
             return "threading: a new thread, where this check does not see what runs"
-        if verdict is None and not code.co_filename.startswith(_MATHREF) \
-                and _fingerprint(code) in self.copies:      # (mathref's own files: judged above)
+        if verdict is None and _fingerprint(code) in (
+                self.forbidden if code.co_filename.startswith(_MATHREF) else self.copies):
+            # (mathref's own files are judged by file above, except the exercise's forbidden
+            # functions, whose own code runs only through a copy while their code is swapped)
             return "a copy of a function this exercise refuses"
         return verdict
 

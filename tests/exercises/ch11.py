@@ -257,6 +257,82 @@ def gqa_bw_library(q, k, v, G_O):
             G_V.view(B, H_kv, H // H_kv, T, -1).sum(2))
 
 
+
+# numerical derivatives in Python's own numbers, entry by entry: no tensor operation sees them
+# (the third read of chapter 11 found both passing, and the first one passing the grader); the
+# line budget stops them on the case of 16 rows of 4096 scores, and on T = 256 for GQA
+def softmax_bw_python_complex_step(P, G_P, h=1e-20):
+    # S_n + ih multiplies P_n by e^{ih} and renormalizes the row; Im L / h = ∂L/∂S_n
+    rows_P, rows_G = (t.reshape(-1, P.shape[-1]).tolist() for t in (P, G_P))
+    out = []
+    for p, g in zip(rows_P, rows_G):
+        row = []
+        for n in range(len(p)):
+            w = [complex(1.0, h) if j == n else 1.0 for j in range(len(p))]
+            z = sum(pj * wj for pj, wj in zip(p, w))
+            row.append(sum(gj * pj * wj / z for gj, pj, wj in zip(g, p, w)).imag / h)
+        out.append(row)
+    return torch.tensor(out, dtype=P.dtype).reshape(P.shape)
+
+
+def softmax_bw_python_int_fixed_point(P, G_P):
+    # central differences with h = 1e-25 in fixed point on Python ints (60 digits)
+    one, h = 10 ** 60, 10 ** 35
+    fx = lambda x: x.as_integer_ratio()[0] * one // x.as_integer_ratio()[1]   # noqa: E731
+    out = []
+    for prow, grow in zip(*(t.reshape(-1, P.shape[-1]).tolist() for t in (P, G_P))):
+        p, g = [fx(x) for x in prow], [fx(x) for x in grow]
+        row = []
+        for n in range(len(p)):
+            vals = []
+            for step in (h, -h):
+                e = one + step + step * step // (2 * one) + step ** 3 // (6 * one * one)
+                z = one + p[n] * (e - one) // one
+                vals.append(sum(g[j] * ((p[j] * e // one if j == n else p[j]) * one // z) // one
+                                for j in range(len(p))))
+            row.append((vals[0] - vals[1]) * one // (2 * h) / one)
+        out.append(row)
+    return torch.tensor(out, dtype=P.dtype).reshape(P.shape)
+
+
+def gqa_bw_python_complex_step(q, k, v, G_O, h=1e-20):
+    # a hand-written causal GQA forward pass on nested lists, complex(e) ** score for exp, and
+    # each input entry perturbed by ih
+    B, H, T, d = q.shape
+    g, d_v, c = H // k.shape[1], v.shape[-1], 1 / math.sqrt(d)
+    Q, K, V, G = q.tolist(), k.tolist(), v.tolist(), G_O.tolist()
+
+    def loss(b, Qb, Kb, Vb):
+        total = 0
+        for hh in range(H):
+            for i in range(T):
+                e = [complex(math.e) ** (c * sum(Qb[hh][i][a] * Kb[hh // g][j][a] for a in range(d)))
+                     for j in range(i + 1)]
+                for m in range(d_v):
+                    total += G[b][hh][i][m] * sum(e[j] * Vb[hh // g][j][m]
+                                                  for j in range(i + 1)) / sum(e)
+        return total
+
+    def grad(which):
+        out = []
+        for b in range(B):
+            base = [[[complex(x) for x in row] for row in head] for head in (Q, K, V)[which][b]]
+            out.append([])
+            for head in base:
+                out[-1].append([])
+                for row in head:
+                    out[-1][-1].append([])
+                    for a in range(len(row)):
+                        row[a] += complex(0, h)
+                        args = [Q[b], K[b], V[b]]
+                        args[which] = base
+                        out[-1][-1][-1].append(loss(b, *args).imag / h)
+                        row[a] -= complex(0, h)
+        return torch.tensor(out, dtype=q.dtype)
+
+    return grad(0), grad(1), grad(2)
+
+
 WRONG_ANSWERS = {
     "ch11-causal-mask": [mask_reversed, mask_strict, mask_boolean, mask_large_negative_wrong_side,
                          mask_library],
@@ -267,11 +343,12 @@ WRONG_ANSWERS = {
     "ch11-softmax-backward": [softmax_bw_missing_term, softmax_bw_column_sum, softmax_bw_missing_p,
                               softmax_bw_transposed_jacobian_row, softmax_bw_autograd,
                               softmax_bw_builtin, softmax_bw_log_softmax_builtin, softmax_bw_library,
-                              softmax_bw_central_difference, softmax_bw_fourth_order_stencil],
+                              softmax_bw_central_difference, softmax_bw_fourth_order_stencil,
+                              softmax_bw_python_complex_step, softmax_bw_python_int_fixed_point],
     "ch11-multi-head": [mha_scaled_by_sqrt_dmodel, mha_bad_head_split, mha_wo_per_head],
     "ch11-gqa-backward": [gqa_bw_mean_over_group, gqa_bw_first_head_only, gqa_bw_interleaved_groups,
                           gqa_bw_no_scale, gqa_bw_by_autograd, gqa_bw_library,
-                          gqa_bw_fourth_order_stencil],
+                          gqa_bw_fourth_order_stencil, gqa_bw_python_complex_step],
 }
 
 
@@ -292,6 +369,13 @@ SHORTCUTS = {
         "import mathref.positions as P\n\n"
         "def causal_additive_mask(T):\n"
         "    return torch.where(P.alibi_bias(1, T)[0].isinf(), float('-inf'), 0.0)\n",
+        # PyTorch's causal bias object, materialized (the third read: refused, but as a
+        # RuntimeError of the gate's modes, not by name)
+        "import torch\n"
+        "from torch.nn.attention.bias import causal_upper_left\n\n"
+        "def causal_additive_mask(T):\n"
+        "    keep = causal_upper_left(T, T)._materialize()\n"
+        "    return torch.zeros(T, T).masked_fill(~keep, float('-inf'))\n",
     ],
     "ch11-mha-param-count": [
         "from mathref.attention import MultiHeadAttention as MHA\n\n"
@@ -384,6 +468,16 @@ SHORTCUTS = {
         "    return (G_P.unsqueeze(-2) @ J).squeeze(-2)\n",
     ],
     "ch11-multi-head": [
+        # FlexAttention per head with a causal score_mod (the third read: refused, but named
+        # as a torch.distributions helper it runs)
+        "import torch\n"
+        "from torch.nn.attention.flex_attention import flex_attention\n\n"
+        "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
+        "    B, T, d = x.shape\n"
+        "    heads = lambda y: y.view(B, T, n_heads, d // n_heads).transpose(1, 2)\n"
+        "    causal = lambda s, b, h, i, j: torch.where(i >= j, s, -float('inf'))\n"
+        "    o = flex_attention(heads(x @ W_Q), heads(x @ W_K), heads(x @ W_V), score_mod=causal)\n"
+        "    return o.transpose(1, 2).reshape(B, T, d) @ W_O\n",
         "import torch\n"
         "from torch import nn\n\n"
         "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"

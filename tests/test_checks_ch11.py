@@ -1,0 +1,29 @@
+"""Chapter 11's checkers: refusals that name their real cause (the third read found two that
+named another), and the line budget of the two derive exercises."""
+import pytest
+
+from mathref.checks import CHECKS, ExerciseCheckFailed
+from tests.exercises import ch11
+from tests.notebooks import all_exercises, read, reference_answer
+
+PATHS = {label: path for path, label in all_exercises()}
+
+
+@pytest.mark.parametrize("label, index, name", [
+    ("ch11-causal-mask", 4, "torch.nn.attention.bias.causal_upper_left"),
+    ("ch11-multi-head", 0, "torch.nn.attention.flex_attention.flex_attention"),
+])
+def test_a_ready_made_mask_or_attention_is_refused_by_its_own_name(label, index, name):
+    answer = reference_answer(read(PATHS[label]), label, ch11.SHORTCUTS[label][index])
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS[label](answer)
+    assert f"your solution called {name}" in failure.value.message, failure.value.message
+
+
+def test_a_derivative_taken_entry_by_entry_in_python_is_stopped_by_the_line_budget():
+    """The fixed-point differences on Python ints (quick to reach the budget): the message says
+    why, on the large case."""
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch11-softmax-backward"](ch11.softmax_bw_python_int_fixed_point)
+    message = failure.value.message
+    assert "16 rows of 4096 scores" in message and "50,000 lines of Python" in message, message
