@@ -106,6 +106,7 @@ REFUSED = [
     (checks.check_ch03_two_layer_backward, ex.backward_by_sixth_order_stencil_fine,
      "difference quotient"),
     (checks.check_ch03_two_layer_backward, ex.backward_delta1_by_stencil, "difference quotient"),
+    (checks.check_ch03_two_layer_backward, ex.backward_by_richardson, "difference quotient"),
     # float32 arithmetic is named as a cause too, not blamed on a difference quotient alone
     (checks.check_ch03_two_layer_backward, ex.backward_in_float32, "float32"),
     (checks.check_ch03_parameter_count, ex.count_by_conv1d_state_dict, "Module.__init__"),
