@@ -47,10 +47,15 @@ ALLOWANCES = {
         mathref=("mathref.linear_regression",),
         allows="lstsq, pinv, QR and SVD on the design matrix, solve_triangular, and LU, eigh "
                "and det (torch.linalg.solve, inv and cholesky are refused)"),
-    # σ from mathref.nn, the chapter's own forward pass
-    "ch03-sigmoid-derivative": dict(mathref=("mathref.nn",), allows="mathref.nn.sigmoid"),
-    "ch03-two-layer-backward": dict(mathref=("mathref.nn",), allows="mathref.nn.sigmoid"),
-    "ch04-linear-tanh-vjp": dict(mathref=("mathref.nn",), allows="mathref.nn's activations"),
+    # σ from mathref.nn, the chapter's own forward pass, or as torch.special.expit (torch.sigmoid
+    # is elementary); no other activation's function
+    "ch03-sigmoid-derivative": dict(ops=("special_expit",), mathref=("mathref.nn",),
+                                    allows="torch.sigmoid (or torch.special.expit) and "
+                                           "mathref.nn.sigmoid"),
+    "ch03-two-layer-backward": dict(ops=("special_expit",), mathref=("mathref.nn",),
+                                    allows="torch.sigmoid (or torch.special.expit) and "
+                                           "mathref.nn's forward pass and activations"),
+    "ch04-linear-tanh-vjp": dict(mathref=("mathref.nn",), allows="mathref.nn's forward pass and activations"),
     # counting in plain Python or NumPy
     "ch03-parameter-count": dict(modules=("numpy",), allows="NumPy"),
     # the gradient is softmax − one-hot: both allowed

@@ -324,3 +324,149 @@ def delta_by_complex_step(Y_hat, Y):   # a numerical derivative, exact to the la
 
 
 WRONG_ANSWERS["ch03-output-delta"].append(delta_by_complex_step)
+
+
+# Numerical derivatives that a float64 check at rounding accuracy refuses (a third read, 2026-11-29)
+def _sigmoid_stencil6(z, h):
+    s = torch.sigmoid
+    return (45 * (s(z + h) - s(z - h)) - 9 * (s(z + 2 * h) - s(z - 2 * h))
+            + (s(z + 3 * h) - s(z - 3 * h))) / (60 * h)
+
+
+def sigmoid_derivative_by_central_difference(z, h=1e-5):
+    zd = z.double()
+    return ((torch.sigmoid(zd + h) - torch.sigmoid(zd - h)) / (2 * h)).to(z.dtype)
+
+
+def sigmoid_derivative_by_richardson(z):           # one Richardson step, h = 1e-2
+    zd, h = z.double(), 1e-2
+    d = lambda h: (torch.sigmoid(zd + h) - torch.sigmoid(zd - h)) / (2 * h)
+    return ((4 * d(h / 2) - d(h)) / 3).to(z.dtype)
+
+
+def sigmoid_derivative_by_richardson_levels(z):    # chapter 4's: h0 = 0.25, 5 levels
+    zd = z.double()
+    d = lambda h: (torch.sigmoid(zd + h) - torch.sigmoid(zd - h)) / (2 * h)
+    table = [d(0.25 / 2 ** k) for k in range(5)]
+    for j in range(1, 5):
+        table = [(4 ** j * table[k + 1] - table[k]) / (4 ** j - 1) for k in range(len(table) - 1)]
+    return table[0].to(z.dtype)
+
+
+def sigmoid_derivative_by_sixth_order_stencil(z):  # its best step on [−12, 12]
+    return _sigmoid_stencil6(z.double(), 3e-2).to(z.dtype)
+
+
+def _stencil6(f, P, h):
+    """A sixth-order central difference of the scalar f(P) in every entry of P."""
+    g = torch.empty_like(P)
+    for i in range(P.numel()):
+        def at(s):
+            Q = P.clone()
+            Q.view(-1)[i] += s
+            return f(Q)
+        g.view(-1)[i] = (45 * (at(h) - at(-h)) - 9 * (at(2 * h) - at(-2 * h))
+                         + (at(3 * h) - at(-3 * h))) / (60 * h)
+    return g
+
+
+def _backward_by_stencil6(X, Y, W1, b1, W2, b2, h):
+    L = lambda W1, b1, W2, b2: ((torch.tanh(X @ W1 + b1) @ W2 + b2 - Y) ** 2).sum(1).mean()
+    LZ = lambda Z: ((torch.tanh(Z) @ W2 + b2 - Y) ** 2).sum(1).mean()
+    return (_stencil6(LZ, X @ W1 + b1, h), _stencil6(lambda P: L(P, b1, W2, b2), W1, h),
+            _stencil6(lambda P: L(W1, P, W2, b2), b1, h), _stencil6(lambda P: L(W1, b1, P, b2), W2, h),
+            _stencil6(lambda P: L(W1, b1, W2, P), b2, h))
+
+
+def backward_by_sixth_order_stencil(X, Y, W1, b1, W2, b2):       # h = 1e-2
+    return _backward_by_stencil6(X, Y, W1, b1, W2, b2, 1e-2)
+
+
+def backward_by_sixth_order_stencil_fine(X, Y, W1, b1, W2, b2):  # h = 3e-3, its best step
+    return _backward_by_stencil6(X, Y, W1, b1, W2, b2, 3e-3)
+
+
+def backward_delta1_by_stencil(X, Y, W1, b1, W2, b2):
+    # δ₁ by a difference quotient, everything else from it by the chain rule
+    A1 = torch.tanh(X @ W1 + b1)
+    d2 = 2 / X.shape[0] * (A1 @ W2 + b2 - Y)
+    d1 = _stencil6(lambda Z: ((torch.tanh(Z) @ W2 + b2 - Y) ** 2).sum(1).mean(), X @ W1 + b1, 1e-2)
+    return d1, X.T @ d1, d1.sum(0), A1.T @ d2, d2.sum(0)
+
+
+def backward_in_float32(X, Y, W1, b1, W2, b2):
+    X, Y, W1, b1, W2, b2 = (t.float() for t in (X, Y, W1, b1, W2, b2))
+    A1 = torch.tanh(X @ W1 + b1)
+    d2 = 2 / X.shape[0] * (A1 @ W2 + b2 - Y)
+    d1 = (d2 @ W2.T) * (1 - A1 ** 2)
+    return tuple(t.double() for t in (d1, X.T @ d1, d1.sum(0), A1.T @ d2, d2.sum(0)))
+
+
+def count_by_conv1d_state_dict(sizes):              # a layer by another name
+    return sum(v.numel() for a, b in zip(sizes, sizes[1:])
+               for v in torch.nn.Conv1d(a, b, 1).state_dict().values())
+
+
+def count_as_float(sizes):
+    return float(sum((a + 1) * b for a, b in zip(sizes, sizes[1:])))
+
+
+def count_as_tensor(sizes):
+    return torch.tensor(sum((a + 1) * b for a, b in zip(sizes, sizes[1:])))
+
+
+def count_as_numpy_int(sizes):
+    import numpy as np
+    return np.int64(sum((a + 1) * b for a, b in zip(sizes, sizes[1:])))
+
+
+def delta_in_float32(Y_hat, Y):
+    return (2 / Y_hat.shape[0] * (Y_hat - Y)).float()
+
+
+WRONG_ANSWERS["ch03-sigmoid-derivative"] += [
+    sigmoid_derivative_by_central_difference, sigmoid_derivative_by_richardson,
+    sigmoid_derivative_by_richardson_levels, sigmoid_derivative_by_sixth_order_stencil]
+WRONG_ANSWERS["ch03-two-layer-backward"] += [
+    backward_by_sixth_order_stencil, backward_by_sixth_order_stencil_fine,
+    backward_delta1_by_stencil, backward_in_float32]
+WRONG_ANSWERS["ch03-parameter-count"] += [count_by_conv1d_state_dict, count_as_float,
+                                          count_as_tensor, count_as_numpy_int]
+WRONG_ANSWERS["ch03-output-delta"].append(delta_in_float32)
+
+RIGHT_ANSWERS["ch03-sigmoid-derivative"] += [
+    # PyTorch's own name for the logistic sigmoid
+    "import torch\n\n"
+    "def sigmoid_derivative(z):\n"
+    "    s = torch.special.expit(z)\n"
+    "    return s * (1 - s)\n",
+    "import torch\n\n"
+    "def sigmoid_derivative(z):\n"
+    "    return 0.25 * (1 - torch.tanh(z / 2) ** 2)\n",
+]
+
+
+def backward_by_richardson(X, Y, W1, b1, W2, b2):
+    # per entry, five levels from h0 = 0.25 (chapter 4's extrapolation; the closest step tried)
+    def richardson(f, h0=0.25, levels=5):
+        d = lambda h: (f(h) - f(-h)) / (2 * h)
+        table = [d(h0 / 2 ** k) for k in range(levels)]
+        for j in range(1, levels):
+            table = [(4 ** j * table[k + 1] - table[k]) / (4 ** j - 1) for k in range(len(table) - 1)]
+        return table[0]
+
+    def grad(P, loss):
+        g = torch.zeros_like(P)
+        for i in range(P.numel()):
+            e = torch.zeros_like(P)
+            e.view(-1)[i] = 1
+            g.view(-1)[i] = richardson(lambda t: loss(P + t * e))
+        return g
+    L = lambda W1, b1, W2, b2: ((torch.tanh(X @ W1 + b1) @ W2 + b2 - Y) ** 2).sum(1).mean().item()
+    LZ = lambda Z: ((torch.tanh(Z) @ W2 + b2 - Y) ** 2).sum(1).mean().item()
+    return (grad(X @ W1 + b1, LZ), grad(W1, lambda P: L(P, b1, W2, b2)),
+            grad(b1, lambda P: L(W1, P, W2, b2)), grad(W2, lambda P: L(W1, b1, P, b2)),
+            grad(b2, lambda P: L(W1, b1, W2, P)))
+
+
+WRONG_ANSWERS["ch03-two-layer-backward"].append(backward_by_richardson)

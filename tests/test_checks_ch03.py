@@ -1,0 +1,125 @@
+"""Chapter 3's checkers: the float64 tolerances pass every exact formula, on the notebook's
+inputs and the grader's, and refuse difference quotients, float32 arithmetic and layers built
+by another name, naming the cause (the third read of chapter 3, 2026-11-29)."""
+import pytest
+import torch
+
+from mathref import checks
+from mathref import nn as mnn
+from mathref.checks import ExerciseCheckFailed
+from tests.exercises import ch03 as ex
+
+
+def sigmoid_reference(z):
+    s = torch.sigmoid(z)
+    return s * (1 - s)
+
+
+def sigmoid_minus_square(z):        # s − s²: the largest rounding error of the exact forms
+    s = mnn.sigmoid(z)
+    return s - s * s
+
+
+def sigmoid_symmetric(z):
+    return torch.sigmoid(z) * torch.sigmoid(-z)
+
+
+def sigmoid_exp_form(z):
+    e = torch.exp(-z.abs())
+    return e / (1 + e) ** 2
+
+
+def sigmoid_cosh_form(z):
+    return 0.25 / torch.cosh(z / 2) ** 2
+
+
+def sigmoid_tanh_form(z):
+    return 0.25 * (1 - torch.tanh(z / 2) ** 2)
+
+
+def sigmoid_expit(z):
+    s = torch.special.expit(z)
+    return s * (1 - s)
+
+
+def backward_reference(X, Y, W1, b1, W2, b2):
+    A1 = torch.tanh(X @ W1 + b1)
+    d2 = 2 / X.shape[0] * (A1 @ W2 + b2 - Y)
+    d1 = (d2 @ W2.T) * (1 - A1 ** 2)
+    return d1, X.T @ d1, d1.sum(0), A1.T @ d2, d2.sum(0)
+
+
+def backward_einsum_cosh(X, Y, W1, b1, W2, b2):
+    Z1 = torch.addmm(b1, X, W1)
+    A1 = torch.tanh(Z1)
+    d2 = (A1 @ W2 + b2 - Y) * (2.0 / len(X))
+    d1 = torch.einsum("no,ho->nh", d2, W2) / torch.cosh(Z1) ** 2
+    return (d1, torch.einsum("ni,nh->ih", X, d1), d1.sum(dim=0),
+            torch.einsum("nh,no->ho", A1, d2), d2.sum(dim=0))
+
+
+def backward_per_example(X, Y, W1, b1, W2, b2):
+    N = X.shape[0]
+    d1s, sums = [], [0, 0, 0, 0]
+    for n in range(N):
+        a = torch.tanh(X[n] @ W1 + b1)
+        d2 = 2 / N * (a @ W2 + b2 - Y[n])
+        d1 = (W2 @ d2) * (1 - a * a)
+        d1s.append(d1)
+        for k, v in enumerate((torch.outer(X[n], d1), d1, torch.outer(a, d2), d2)):
+            sums[k] = sums[k] + v
+    return (torch.stack(d1s), *sums)
+
+
+def backward_mathref_forward(X, Y, W1, b1, W2, b2):
+    Y_hat, cache = mnn.mlp_forward(X, dict(W1=W1, b1=b1, W2=W2, b2=b2), activation="tanh")
+    d2 = 2 * (Y_hat - Y) / X.shape[0]
+    d1 = d2 @ W2.T * mnn.tanh_grad(cache["Z1"])
+    return d1, X.T @ d1, d1.sum(0), cache["A1"].T @ d2, d2.sum(0)
+
+
+EXACT = [(checks.check_ch03_sigmoid_derivative, f) for f in (
+    sigmoid_reference, sigmoid_minus_square, sigmoid_symmetric, sigmoid_exp_form,
+    sigmoid_cosh_form, sigmoid_tanh_form, sigmoid_expit)]
+EXACT += [(checks.check_ch03_two_layer_backward, f) for f in (
+    backward_reference, backward_einsum_cosh, backward_per_example, backward_mathref_forward)]
+
+
+@pytest.mark.parametrize("check, answer", EXACT, ids=[f.__name__ for _, f in EXACT])
+@pytest.mark.parametrize("seed", [None, 1, 2, 3, 4, 5])
+def test_exact_formulas_pass_the_float64_tolerance_on_any_inputs(check, answer, seed, capsys):
+    # seed None: the notebook's fixed inputs; otherwise the grader's, drawn from a generator
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    check(answer, generator=generator)
+    assert "passed" in capsys.readouterr().out
+
+
+REFUSED = [
+    (checks.check_ch03_sigmoid_derivative, ex.sigmoid_derivative_by_central_difference,
+     "difference quotient"),
+    (checks.check_ch03_sigmoid_derivative, ex.sigmoid_derivative_by_richardson, "difference quotient"),
+    (checks.check_ch03_sigmoid_derivative, ex.sigmoid_derivative_by_richardson_levels,
+     "difference quotient"),
+    (checks.check_ch03_sigmoid_derivative, ex.sigmoid_derivative_by_sixth_order_stencil,
+     "difference quotient"),
+    (checks.check_ch03_two_layer_backward, ex.backward_by_sixth_order_stencil, "difference quotient"),
+    (checks.check_ch03_two_layer_backward, ex.backward_by_sixth_order_stencil_fine,
+     "difference quotient"),
+    (checks.check_ch03_two_layer_backward, ex.backward_delta1_by_stencil, "difference quotient"),
+    (checks.check_ch03_two_layer_backward, ex.backward_by_richardson, "difference quotient"),
+    # float32 arithmetic is named as a cause too, not blamed on a difference quotient alone
+    (checks.check_ch03_two_layer_backward, ex.backward_in_float32, "float32"),
+    (checks.check_ch03_parameter_count, ex.count_by_conv1d_state_dict, "Module.__init__"),
+    (checks.check_ch03_parameter_count, ex.count_as_float, "Python int"),
+    (checks.check_ch03_parameter_count, ex.count_as_tensor, "Python int"),
+    (checks.check_ch03_parameter_count, ex.count_as_numpy_int, "Python int"),
+    (checks.check_ch03_output_delta, ex.delta_in_float32, "dtype"),
+]
+
+
+@pytest.mark.parametrize("check, answer, cause", REFUSED, ids=[f.__name__ for _, f, _ in REFUSED])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_numerical_and_mistyped_answers_fail_with_their_cause(check, answer, cause, seed):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed, match=cause):
+        check(answer, generator=generator)
