@@ -383,3 +383,24 @@ RIGHT_ANSWERS["ch08-running-stats"] += [
     "    return ((1 - momentum) * running_mean + momentum * mean,\n"
     "            (1 - momentum) * running_var + momentum * var)\n",
 ]
+
+
+# ---------------------------------------------------------------- added after the third read of ch. 8
+# torch.linalg.norm of a vector is the elementary vector_norm by another name: both must pass
+RIGHT_ANSWERS["ch08-rms-norm"].append(
+    "def rms_norm_rows(x, gamma, eps=1e-5):\n"
+    "    d = x.shape[-1]\n"
+    "    return gamma * x / torch.sqrt(torch.linalg.norm(x, dim=-1, keepdim=True) ** 2 / d + eps)\n")
+RIGHT_ANSWERS["ch08-layer-norm"].append(
+    "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"
+    "    xc = x - x.mean(-1, keepdim=True)\n"
+    "    var = torch.linalg.norm(xc, dim=-1, keepdim=True) ** 2 / x.shape[-1]\n"
+    "    return gamma * xc / torch.sqrt(var + eps) + beta\n")
+
+
+def ln_eps_hard_coded(x, gamma, beta, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    return gamma * (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + 1e-5) + beta
+
+
+WRONG_ANSWERS["ch08-layer-norm"] += [ln_eps_hard_coded]
