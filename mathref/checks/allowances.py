@@ -77,6 +77,9 @@ ALLOWANCES = {
                                   allows="quadrature (torch.trapezoid, NumPy)"),
     # the statement forbids running BatchNorm only: any way to a per-feature mean and unbiased
     # variance is fine, including the covariance matrix's diagonal and the NaN-ignoring means
+    # ‖x‖/√d is the RMS (section 8.6): the vector norm by either name (vector_norm is elementary)
+    "ch08-layer-norm": dict(ops=("linalg_norm",), allows="torch.linalg.norm of a vector"),
+    "ch08-rms-norm": dict(ops=("linalg_norm",), allows="torch.linalg.norm of a vector"),
     "ch08-running-stats": dict(ops=("cov", "nanmean", "nansum", "logical_not_"),
                                allows="torch.cov and torch.nanmean/nansum"),
     "ch09-soft-lookup": dict(ops=SOFTMAX + LOG_SOFTMAX, allows="torch.softmax"),

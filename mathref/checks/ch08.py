@@ -125,7 +125,9 @@ def check_ch08_layer_norm(layer_norm_rows):
     x = torch.randn(5, 8, generator=rng(3), dtype=F64) * 0.01
     _expect_tensor_close(layer_norm_rows(x.clone(), ones.new_ones(8), zeros.new_zeros(8), 0.1),
                          F.layer_norm(x, (8,), eps=0.1), "small tokens with eps=0.1",
-                         wrong=_layer_norm_mistakes(x, ones.new_ones(8), zeros.new_zeros(8), 0.1))
+                         wrong=_layer_norm_mistakes(x, ones.new_ones(8), zeros.new_zeros(8), 0.1) + [
+                             (F.layer_norm(x, (8,), eps=1e-5),
+                              "that ignores the eps argument: use eps, not a fixed 1e-5")])
     return "per token, biased variance, ε inside the square root"
 
 

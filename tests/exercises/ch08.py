@@ -383,3 +383,72 @@ RIGHT_ANSWERS["ch08-running-stats"] += [
     "    return ((1 - momentum) * running_mean + momentum * mean,\n"
     "            (1 - momentum) * running_var + momentum * var)\n",
 ]
+
+
+# ---------------------------------------------------------------- added after the third read of ch. 8
+# torch.linalg.norm of a vector is the elementary vector_norm by another name: both must pass
+RIGHT_ANSWERS["ch08-rms-norm"].append(
+    "def rms_norm_rows(x, gamma, eps=1e-5):\n"
+    "    d = x.shape[-1]\n"
+    "    return gamma * x / torch.sqrt(torch.linalg.norm(x, dim=-1, keepdim=True) ** 2 / d + eps)\n")
+RIGHT_ANSWERS["ch08-layer-norm"].append(
+    "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"
+    "    xc = x - x.mean(-1, keepdim=True)\n"
+    "    var = torch.linalg.norm(xc, dim=-1, keepdim=True) ** 2 / x.shape[-1]\n"
+    "    return gamma * xc / torch.sqrt(var + eps) + beta\n")
+
+
+def ln_eps_hard_coded(x, gamma, beta, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    return gamma * (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + 1e-5) + beta
+
+
+WRONG_ANSWERS["ch08-layer-norm"] += [ln_eps_hard_coded]
+
+
+# the statement names what the check refuses beyond autograd: the course's scalar engine and
+# Python's decimal (a 60-digit difference quotient reaches rounding accuracy). A scalar engine
+# pasted into the answer, or hand-written dual numbers, are not refused: the statement says so.
+SHORTCUTS["ch08-batch-norm-backward"] += [
+    "from mathref.autograd import Value\n\n"
+    "def batch_norm_backward(dy, x, gamma, eps=1e-5):\n"
+    "    n, C = x.shape\n"
+    "    dx, dg, db = torch.zeros_like(x), torch.zeros_like(gamma), torch.zeros_like(gamma)\n"
+    "    for c in range(C):\n"
+    "        xs = [Value(float(x[i, c])) for i in range(n)]\n"
+    "        g, b = Value(float(gamma[c])), Value(0.0)\n"
+    "        mu = sum(xs) / n\n"
+    "        s = (sum((v - mu) ** 2 for v in xs) / n + eps) ** 0.5\n"
+    "        loss = sum((g * (v - mu) / s + b) * float(dy[i, c]) for i, v in enumerate(xs))\n"
+    "        loss.backward()\n"
+    "        for i in range(n):\n"
+    "            dx[i, c] = xs[i].grad\n"
+    "        dg[c], db[c] = g.grad, b.grad\n"
+    "    return dx, dg, db\n",
+    "from decimal import Decimal, getcontext\n\n"
+    "def batch_norm_backward(dy, x, gamma, eps=1e-5):\n"
+    "    getcontext().prec = 60\n"
+    "    n, C = x.shape\n"
+    "    X = [[Decimal(float(x[i, c])) for c in range(C)] for i in range(n)]\n"
+    "    DY = [[Decimal(float(dy[i, c])) for c in range(C)] for i in range(n)]\n"
+    "    G = [Decimal(float(gamma[c])) for c in range(C)]\n"
+    "    def loss(X):\n"
+    "        total = Decimal(0)\n"
+    "        for c in range(C):\n"
+    "            col = [X[i][c] for i in range(n)]\n"
+    "            m = sum(col) / n\n"
+    "            s = (sum((a - m) ** 2 for a in col) / n + Decimal(eps)).sqrt()\n"
+    "            total += sum(G[c] * (col[i] - m) / s * DY[i][c] for i in range(n))\n"
+    "        return total\n"
+    "    h = Decimal('1e-25')\n"
+    "    dx = torch.zeros_like(x)\n"
+    "    for i in range(n):\n"
+    "        for c in range(C):\n"
+    "            up, down = [r[:] for r in X], [r[:] for r in X]\n"
+    "            up[i][c] += h\n"
+    "            down[i][c] -= h\n"
+    "            dx[i, c] = float((loss(up) - loss(down)) / (2 * h))\n"
+    "    mu = x.mean(0)\n"
+    "    xhat = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(0) + eps)\n"
+    "    return dx, (dy * xhat).sum(0), dy.sum(0)\n",
+]
