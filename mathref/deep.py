@@ -119,7 +119,10 @@ def dropout(x, p, training=True, generator=None):
         return x
     if p == 1:
         return x * 0.0
-    keep = torch.rand(x.shape, generator=generator, device=x.device, dtype=x.dtype) >= p
+    # uniforms in float32 at least: in bfloat16 or float16 rand takes so few values that
+    # P(rand >= p) is visibly off 1 − p (about 0.898 at p = 0.1 in bfloat16)
+    draw = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
+    keep = torch.rand(x.shape, generator=generator, device=x.device, dtype=draw) >= p
     return x * keep / (1.0 - p)
 
 

@@ -286,9 +286,11 @@ def plot_init_depth(scale, depth=50, width=256, batch=256, activation="relu", ax
     See chapter 7.
 
     g² = 2 for ReLU (He) and 1 for tanh/linear; scale = 1 is the variance-preserving choice.
-    The dashed line is the prediction std(h_l) = scale^l · std(h_0·gain-adjusted), i.e. the
-    variance is multiplied by scale² at every layer (exact for ReLU and linear, a small-signal
-    approximation for tanh).
+    The dashed line is the prediction std(h_l) = std(h_1) · scale^(l−1): the measured first
+    layer, then the variance multiplied by scale² at every further layer. That factor is exact
+    only in expectation for ReLU and linear layers (at finite width each layer multiplies the
+    std by a random factor, so the measured curve drifts away from the line) and a small-signal
+    approximation for tanh.
     """
     acts = {"relu": torch.relu, "tanh": torch.tanh, "linear": lambda z: z}
     if activation not in acts:

@@ -123,6 +123,24 @@ def test_dropout_statistics_match_f_dropout(float64_device, p):
                                rtol=1e-15, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_dropout_low_precision_keeps_f_dropout_statistics(device, dtype):
+    # a mask drawn with rand in bfloat16 would zero about 0.102 of the entries at p = 0.1
+    # (9 standard deviations off at this n); the zero fraction must be p like F.dropout's
+    p, n = 0.1, 2_000_000
+    x = torch.ones(n, dtype=dtype, device=device)
+    ours = deep.dropout(x, p, generator=_gen(device, 5))
+    torch.manual_seed(5)
+    theirs = F.dropout(x, p, training=True)
+    tol = 6 * math.sqrt(p * (1 - p) / n)
+    for y in (ours, theirs):
+        assert y.dtype == dtype
+        assert (y == 0).double().mean().item() == pytest.approx(p, abs=tol)
+    # the kept value is 1/(1 − p) rounded to the dtype, the same one F.dropout keeps
+    assert torch.equal(ours[ours != 0].unique().cpu(), theirs[theirs != 0].unique().cpu())
+    assert ours.double().mean().item() == pytest.approx(theirs.double().mean().item(), abs=2 * tol)
+
+
 def test_dropout_scales_each_kept_value(float64_device):
     gen = _gen(float64_device, 2)
     x = torch.randn(300, 200, dtype=torch.float64, device=float64_device, generator=gen)

@@ -75,6 +75,9 @@ ALLOWANCES = {
     # an expectation by quadrature, in NumPy or PyTorch
     "ch07-tanh-fixed-point": dict(ops=("trapezoid", "trapz"), modules=("numpy",),
                                   allows="quadrature (torch.trapezoid, NumPy)"),
+    # the product of the (I + J_l) by any name: multi_dot and chain_matmul are matrix products
+    "ch07-residual-backward": dict(ops=("linalg_multi_dot", "chain_matmul"),
+                                   allows="torch.linalg.multi_dot and torch.chain_matmul"),
     # the statement forbids running BatchNorm only: any way to a per-feature mean and unbiased
     # variance is fine, including the covariance matrix's diagonal and the NaN-ignoring means
     # ‖x‖/√d is the RMS (section 8.6): the vector norm by either name (vector_norm is elementary)

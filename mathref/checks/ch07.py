@@ -103,11 +103,27 @@ def check_ch07_tanh_fixed_point(tanh_fixed_point):
         hint = ""
         if abs(got - (gain ** 2 - 1) / (2 * gain ** 2)) < 1e-3 * want:
             hint = " (that is the small-q expansion tanh(z)² ≈ z² − 2z⁴/3, valid only for gains near 1)"
+        elif abs(got - want) > 2e-3 * want:
+            hint = _not_converged_hint(gain, got, want)
         expect_close(got, want, f"tanh_fixed_point({gain:.4g}){hint}", rtol=2e-3)
         residual = gain ** 2 * _tanh_second_moment(got) - got
         expect(abs(residual) < 2e-3 * want, f"tanh_fixed_point({gain:.4g}) = {got:.4g} is not a "
                                             f"fixed point: gain²·E[tanh²] − q = {residual:.3g}")
     return "q* = gain²·E[tanh(z)²] with z ~ N(0, q*): 0 for gain ≤ 1, positive above"
+
+
+def _not_converged_hint(gain, got, want):
+    """For a q that misses q*: how far it is from being a fixed point, and the two usual causes."""
+    if not math.isfinite(got) or got <= 0:
+        return ""
+    residual = gain ** 2 * _tanh_second_moment(got) - got
+    h = 1e-4 * want                            # the map's slope at q*: how fast iterating closes in
+    slope = gain ** 2 * (_tanh_second_moment(want + h) - _tanh_second_moment(want - h)) / (2 * h)
+    return (f" (at your q, gain²·E[tanh²] − q = {residual:.3g}: not a fixed point yet. If you "
+            f"iterate q ← gain²·E[tanh²], each step shrinks the distance to q* only by the map's "
+            f"slope there, {slope:.2f} at this gain: iterate until q stops changing, or solve "
+            f"gain²·E[tanh²] − q = 0 by bisection. If you sample E[tanh²], near gain 1 the fixed "
+            f"point magnifies the sampling error: use a grid or quadrature)")
 
 
 @exercise("ch07-inverted-dropout", forbid=(

@@ -286,3 +286,22 @@ def dropout_first_k(x, p):
 
 
 WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_sorted_mask, dropout_first_k]
+
+
+def tanh_thirty_iterations(gain):
+    # the map iterated a fixed 30 times from q = 1: near gain 1 it has not converged
+    return _iterate(lambda q: gain ** 2 * _e_tanh2(q), steps=30) if gain > 1 else 0.0
+
+
+WRONG_ANSWERS["ch07-tanh-fixed-point"] += [tanh_thirty_iterations]
+
+# the product of the (I + J_l) by torch's own chain-product routines (a read found them refused)
+RIGHT_ANSWERS["ch07-residual-backward"] += [
+    "def residual_backward(jacobians, grad_out):\n"
+    "    eye = torch.eye(len(grad_out), dtype=grad_out.dtype)\n"
+    "    factors = [eye + J for J in reversed(jacobians)]\n"
+    "    return torch.linalg.multi_dot([grad_out[None]] + factors)[0]\n",
+    "def residual_backward(jacobians, grad_out):\n"
+    "    eye = torch.eye(len(grad_out), dtype=grad_out.dtype)\n"
+    "    return torch.chain_matmul(grad_out[None], *[eye + J for J in reversed(jacobians)])[0]\n",
+]
