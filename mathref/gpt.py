@@ -265,7 +265,8 @@ class GPT(nn.Module):
 
     def matmul_parameters(self):
         """Parameters used in matrix products per token: all but the lookup tables (the token
-        table still counts when it is tied to the head, which multiplies by it)."""
+        table still counts when it is tied to the head, which multiplies by it). The norms'
+        gains and biases, elementwise, are counted too: a small overestimate."""
         n = self.num_parameters()
         if self.pos_emb is not None:
             n -= self.pos_emb.weight.numel()

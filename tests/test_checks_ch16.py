@@ -32,3 +32,17 @@ def test_top_k_skipped_is_told_to_come_first():
 def test_moments_of_unclipped_gradients_name_the_clipping():
     message = _message(checks.check_ch16_train_step, answers.train_step_no_clipping)
     assert "clipped gradients" in message or "global norm" in message
+
+
+def test_moments_hint_names_the_actual_mistake():
+    # the clipping hint only where the moments are those of unclipped gradients (fourth read, F4)
+    message = _message(checks.check_ch16_train_step, answers.train_step_betas_swapped)
+    assert "β₁ = cfg.betas[0]" in message and "clipped" not in message
+    message = _message(checks.check_ch16_train_step, answers.train_step_m_v_swapped)
+    assert "in m's place" in message and "clipped" not in message
+    assert "unclipped" in _message(checks.check_ch16_train_step, answers.train_step_no_clipping)
+
+
+def test_one_position_is_singular():
+    message = _message(checks.check_ch16_generate, answers.generate_prompt_token_by_token)
+    assert "given 1 position:" in message

@@ -674,3 +674,44 @@ def test_a_submission_is_capped_in_memory_and_disk_as_a_whole(tmp_path):
         assert "-9" in codes, codes          # the cgroup's OOM killer stopped at least one
     else:                                    # the documented fallback: per-process limits only
         assert codes == "[0, 0, 0]", codes
+
+
+def test_ch16_gradients_are_compared_under_the_grader(tmp_path):
+    """Chapter 16's fourth read, F1: a remote output comes back as data without a graph, so the
+    checks of chapter 16 compute the probe gradients in the student's process (a checker's
+    plain function sent there, mathref.grade.rpc.apply) and compare them in the grader. Right
+    forward passes with a cut or missing graph fail through the CLI; the reference passes."""
+    from tests.notebooks import solution_cell
+    source = read(ROOT / "notebooks" / "16_build_it_yourself.ipynb")
+    cut = nbformat.from_dict(source)
+    solution_cell(cut, "ch16-rms-norm").source = (
+        "def rms_norm(x, weight, eps=1e-5):\n"
+        "    return x / torch.sqrt(x.detach().pow(2).mean(dim=-1, keepdim=True) + eps) * weight\n")
+    solution_cell(cut, "ch16-swiglu").source = (
+        "def swiglu_mlp(x, w_gate, w_up, w_down):\n"
+        "    gate = x @ w_gate.T\n"
+        "    return ((gate * torch.sigmoid(gate) * (x @ w_up.T)) @ w_down.T)"
+        ".detach().requires_grad_()\n")
+    for label, old, new in (
+            ("ch16-attention", "out = torch.softmax(scores, dim=-1) @ v",
+             "out = torch.softmax(scores, dim=-1).detach() @ v"),
+            ("ch16-gpt-forward", 'x = params["tok_emb.weight"][idx]',
+             'x = params["tok_emb.weight"].detach()[idx]')):
+        body = solution_cell(source, label).source
+        assert old in body, label
+        solution_cell(cut, label).source = body.replace(old, new)
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(source, folder / "reference.ipynb")
+    nbformat.write(cut, folder / "cut.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    labels = exercise_labels(source)
+    assert rows["reference"]["score"] == str(len(labels)), run.stdout
+    cut_labels = ("ch16-rms-norm", "ch16-swiglu", "ch16-attention", "ch16-gpt-forward")
+    for label in labels:
+        assert rows["cut"][label] == ("fail" if label in cut_labels else "pass"), (label,
+                                                                                   run.stdout)
+    report = "\n".join(_section(run.stdout, "cut"))
+    assert "the gradient with respect to x differs" in report, report
+    assert "new leaf tensor" in report, report
+    assert "does not depend on tok_emb.weight" in report, report

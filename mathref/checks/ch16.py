@@ -8,6 +8,7 @@ that each exercise tests one piece. Each checker takes ``generator`` (a torch.Ge
 a fixed seed) from which it draws its test inputs.
 """
 import math
+import types
 
 import torch
 import torch.nn.functional as F
@@ -188,26 +189,60 @@ def _remote(answer):
     return False
 
 
-def _compare_grads(got_out, leaves, want_out, want_leaves, names, g, remote=False):
-    """Gradients of ⟨probe, output⟩ w.r.t. every leaf, the learner's against mathref's. When the
-    answer runs in the grader's other process (``remote``) its output comes back as data, without
-    a graph: then only ``requires_grad`` can be asked for. In this process the output must carry
-    the graph (a ``grad_fn``) and its gradients must be mathref's."""
-    expect(getattr(got_out, "requires_grad", False), "your output does not depend on the inputs "
-           "through autograd (a .detach(), .item(), torch.no_grad() or a new tensor built from "
-           "numbers breaks the graph): the model could not be trained")
-    if remote and got_out.grad_fn is None:
-        return
-    expect(got_out.grad_fn is not None,
-           "your output is a new leaf tensor, not computed from the inputs by autograd (a "
-           ".detach().requires_grad_(), or a tensor rebuilt from NumPy or numbers): no gradient "
-           "reaches the inputs and weights, so the model could not be trained")
-    probe = _randn(g, *want_out.shape)
-    got = torch.autograd.grad((got_out * probe).sum(), leaves, allow_unused=True)
+def _grads_where_run(answer, leaves, build, probe, pair):
+    """Runs where the answer's code runs (in the grader, in the student's process, sent there as
+    code by mathref.grade.rpc.apply): ``answer(*build(leaves))``, then the facts about its
+    output's graph and the gradients of ⟨probe, output⟩ w.r.t. the leaves, as data (a graph
+    never crosses the grader's channel). ``pair``: the output is the first of a returned pair."""
+    result = answer(*build(leaves))
+    out = result[0] if pair and isinstance(result, (tuple, list)) and len(result) else result
+    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+        return result, "no graph"
+    if out.grad_fn is None:
+        return result, "leaf"
+    if tuple(out.shape) != tuple(probe.shape):
+        return result, None
+    grads = torch.autograd.grad((out * probe).sum(), leaves, allow_unused=True)
+    return result, [None if gr is None else gr.detach() for gr in grads]
+
+
+def _run(answer, leaves, build, probe, pair=False):
+    """(what ``answer(*build(leaves))`` returned, its gradients): the gradients computed where
+    the answer runs (see _grads_where_run) when it runs in the grader's other process, else
+    None (computed here by _compare_grads, the output carrying its graph)."""
+    # core's wrapper (a plain function) carries apply; a handle's attributes would be the worker's
+    apply = getattr(answer, "apply", None) if isinstance(answer, types.FunctionType) else None
+    if apply is not None and _remote(answer):
+        return apply(_grads_where_run, leaves, build, probe, pair)
+    return answer(*build(leaves)), None
+
+
+def _compare_grads(got_out, leaves, want_out, want_leaves, names, probe, grads=None):
+    """Gradients of ⟨probe, output⟩ w.r.t. every leaf, the learner's against mathref's. ``grads``
+    as _run returned them (computed where the answer ran, in the grader), or None: then the
+    output must carry the graph (a ``grad_fn``) here and they are computed here."""
+    no_graph = ("your output does not depend on the inputs through autograd (a .detach(), "
+                ".item(), torch.no_grad() or a new tensor built from numbers breaks the graph): "
+                "the model could not be trained")
+    leaf = ("your output is a new leaf tensor, not computed from the inputs by autograd (a "
+            ".detach().requires_grad_(), or a tensor rebuilt from NumPy or numbers): no "
+            "gradient reaches the inputs and weights, so the model could not be trained")
+    if grads is None:
+        expect(getattr(got_out, "requires_grad", False), no_graph)
+        expect(got_out.grad_fn is not None, leaf)
+        got = torch.autograd.grad((got_out * probe).sum(), leaves, allow_unused=True)
+    else:
+        expect(grads != "no graph", no_graph)
+        expect(grads != "leaf", leaf)
+        expect(isinstance(grads, list) and len(grads) == len(leaves),
+               "internal: the gradients did not come back from your process")
+        got = grads
     want = torch.autograd.grad((want_out * probe).sum(), want_leaves, allow_unused=True)
     for name, a, b in zip(names, got, want):
         expect(a is not None, f"the output does not depend on {name}")
-        err = (a - b).abs().max().item()
+        expect(isinstance(a, torch.Tensor) and a.shape == b.shape,
+               f"the gradient with respect to {name} has the wrong shape")
+        err = (a.double() - b).abs().max().item()
         expect(err < 1e-9 * max(1.0, b.abs().max().item()),
                f"the gradient with respect to {name} differs from mathref's by {err:.3g}")
 
@@ -217,7 +252,6 @@ def _compare_grads(got_out, leaves, want_out, want_leaves, names, g, remote=Fals
 def check_ch16_rms_norm(rms_norm, *, generator=None):
     """rms_norm(x, weight, eps) against mathref.norm.RMSNorm."""
     expect_callable(rms_norm, "rms_norm(x, weight, eps)")
-    remote = _remote(rms_norm)
     from mathref.norm import RMSNorm
     g = _gen(generator, 1601)
     for shape, scale, eps in (((2, 3, 8), 1.0, 1e-5), ((4, 6), 0.2, 0.05), ((1, 5, 16), 3.0, 1.0)):
@@ -229,7 +263,8 @@ def check_ch16_rms_norm(rms_norm, *, generator=None):
         x_ref = x.clone().requires_grad_(True)
         want = ref(x_ref)
         leaves = _leaves([x, ref.weight])
-        got = rms_norm(leaves[0], leaves[1], eps)
+        probe = _randn(g, *want.shape)
+        got, grads = _run(rms_norm, leaves, lambda t: (t[0], t[1], eps), probe)
         w = ref.weight.detach()
         ms = x.pow(2).mean(-1, keepdim=True)
         mistakes = ((x / (ms.sqrt() + eps) * w, "ε goes inside the square root: "
@@ -242,7 +277,7 @@ def check_ch16_rms_norm(rms_norm, *, generator=None):
                     (x / torch.sqrt(ms + eps), "multiply by the gain `weight`"))
         _close(got, want, f"x of shape {shape}, eps={eps}",
                diagnose=lambda out: _diagnosis(out, mistakes))
-        _compare_grads(got, leaves, want, [x_ref, ref.weight], ["x", "weight"], g, remote)
+        _compare_grads(got, leaves, want, [x_ref, ref.weight], ["x", "weight"], probe, grads)
     return "x / √(mean(x²) + ε) ⊙ γ, outputs and gradients as mathref's RMSNorm"
 
 
@@ -250,7 +285,6 @@ def check_ch16_rms_norm(rms_norm, *, generator=None):
 def check_ch16_rope(apply_rope, *, generator=None):
     """apply_rope(x, positions, base) against mathref.positions.apply_rope (half layout)."""
     expect_callable(apply_rope, "apply_rope(x, positions, base)")
-    remote = _remote(apply_rope)
     from mathref.positions import apply_rope as ref_rope
     g = _gen(generator, 1602)
     for shape, start, base in (((2, 3, 5, 8), 0, 10000.0), ((1, 2, 4, 16), 7, 10000.0),
@@ -261,7 +295,8 @@ def check_ch16_rope(apply_rope, *, generator=None):
         x_ref = x.clone().requires_grad_(True)
         want = ref_rope(x_ref, positions=positions, base=base)
         leaves = _leaves([x])
-        got = apply_rope(leaves[0], positions, base)
+        probe = _randn(g, *want.shape)
+        got, grads = _run(apply_rope, leaves, lambda t: (t[0], positions, base), probe)
         theta = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
         angle = positions.double()[:, None] * theta
         x1a, x2a = x[..., 0::2], x[..., 1::2]
@@ -277,7 +312,7 @@ def check_ch16_rope(apply_rope, *, generator=None):
                diagnose=lambda out: _diagnosis(out, mistakes) or (
                    " (a float32-sized error: compute θ_i, the angles m·θ_i and their cos and "
                    "sin in float64)" if (out - want.detach()).abs().max().item() < 1e-5 else ""))
-        _compare_grads(got, leaves, want, [x_ref], ["x"], g, remote)
+        _compare_grads(got, leaves, want, [x_ref], ["x"], probe, grads)
     return "pairs (x_i, x_(i+d/2)) rotated by m·θ_i, θ_i = base^(−2i/d)"
 
 
@@ -285,7 +320,6 @@ def check_ch16_rope(apply_rope, *, generator=None):
 def check_ch16_swiglu(swiglu_mlp, *, generator=None):
     """swiglu_mlp(x, w_gate, w_up, w_down) against mathref.transformer.FeedForward('swiglu')."""
     expect_callable(swiglu_mlp, "swiglu_mlp(x, w_gate, w_up, w_down)")
-    remote = _remote(swiglu_mlp)
     from mathref.transformer import FeedForward
     g = _gen(generator, 1603)
     for B, T, d, d_ff in ((2, 3, 8, 24), (1, 5, 16, 40), (3, 2, 4, 8)):
@@ -295,7 +329,8 @@ def check_ch16_swiglu(swiglu_mlp, *, generator=None):
         want = ref(x_ref)
         ws = [ref.gate.weight, ref.fc.weight, ref.proj.weight]
         leaves = _leaves([x] + ws)
-        got = swiglu_mlp(*leaves)
+        probe = _randn(g, *want.shape)
+        got, grads = _run(swiglu_mlp, leaves, lambda t: tuple(t), probe)
         wg, wu, wd = (w.detach() for w in ws)
         mistakes = (((F.silu(x @ wu.T) * (x @ wg.T)) @ wd.T,
                      "SiLU acts on the gate x·W_gateᵀ, the other factor x·W_upᵀ is linear"),
@@ -309,8 +344,8 @@ def check_ch16_swiglu(swiglu_mlp, *, generator=None):
                      "the gate uses SiLU, z·σ(z), not GELU (that is GeGLU)"))
         _close(got, want, f"x of shape {(B, T, d)}, d_ff={d_ff}",
                diagnose=lambda out: _diagnosis(out, mistakes))
-        _compare_grads(got, leaves, want, [x_ref] + ws, ["x", "w_gate", "w_up", "w_down"], g,
-                       remote)
+        _compare_grads(got, leaves, want, [x_ref] + ws, ["x", "w_gate", "w_up", "w_down"], probe,
+                       grads)
     return "(SiLU(x W_gateᵀ) ⊙ x W_upᵀ) W_downᵀ"
 
 
@@ -338,7 +373,6 @@ def check_ch16_attention(causal_self_attention, *, generator=None):
     against mathref.gpt.CausalSelfAttention (RoPE, no biases, no QK-norm) with its KVCache."""
     expect_callable(causal_self_attention,
                     "causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None)")
-    remote = _remote(causal_self_attention)
     from mathref.gpt import KVCache
     g = _gen(generator, 1604)
     for B, T, d, H in ((2, 6, 8, 2), (1, 5, 16, 4), (3, 4, 8, 1)):
@@ -349,8 +383,10 @@ def check_ch16_attention(causal_self_attention, *, generator=None):
         ws = [ref.w_q.weight, ref.w_k.weight, ref.w_v.weight, ref.w_o.weight]
         leaves = _leaves([x] + ws)
         case = f"B={B}, T={T}, d_model={d}, n_head={H}"
-        got, (k, v) = _unpack_attention(
-            causal_self_attention(*leaves, H, _rope), "causal_self_attention")
+        probe = _randn(g, *want.shape)
+        result, grads = _run(causal_self_attention, leaves, lambda t: (*t, H, _rope), probe,
+                             pair=True)
+        got, (k, v) = _unpack_attention(result, "causal_self_attention")
         W = [w.detach() for w in ws]
         d_k = d // H
 
@@ -374,8 +410,8 @@ def check_ch16_attention(causal_self_attention, *, generator=None):
                     (variant(axis=-2), "the softmax runs over the keys (the last axis of "
                                        "QKᵀ): each query's weights sum to 1"))
         _close(got, want, case, diagnose=lambda out: _diagnosis(out, mistakes))
-        _compare_grads(got, leaves, want, [x_ref] + ws, ["x", "w_q", "w_k", "w_v", "w_o"], g,
-                       remote)
+        _compare_grads(got, leaves, want, [x_ref] + ws, ["x", "w_q", "w_k", "w_v", "w_o"], probe,
+                       grads)
         # the cache: the rotated keys and the values of every position, [B, H, T, d_k]
         cache = KVCache(1)
         with torch.no_grad():
@@ -416,7 +452,6 @@ BLOCK_KEYS = ("ln_1.weight", "attn.w_q.weight", "attn.w_k.weight", "attn.w_v.wei
 def check_ch16_block(block_forward, *, generator=None):
     """block_forward(x, params, n_head, parts, cache) → (x, cache) against mathref.gpt.Block."""
     expect_callable(block_forward, "block_forward(x, params, n_head, parts, cache=None)")
-    remote = _remote(block_forward)
     from mathref.gpt import Block
     g = _gen(generator, 1605)
     for B, T, d, H in ((2, 5, 8, 2), (1, 4, 16, 4)):
@@ -430,8 +465,9 @@ def check_ch16_block(block_forward, *, generator=None):
         expect(set(named) == set(BLOCK_KEYS), "internal: mathref's Block changed its names")
         ws = [named[k] for k in BLOCK_KEYS]
         leaves = _leaves([x] + ws)
-        params = dict(zip(BLOCK_KEYS, leaves[1:]))
-        result = block_forward(leaves[0], params, H, dict(BLOCK_PARTS), None)
+        probe = _randn(g, *want.shape)
+        result, grads = _run(block_forward, leaves, lambda t: (
+            t[0], dict(zip(BLOCK_KEYS, t[1:])), H, dict(BLOCK_PARTS), None), probe, pair=True)
         expect(isinstance(result, (tuple, list)) and len(result) == 2,
                "block_forward must return the pair (x, cache)")
         got = result[0]
@@ -460,7 +496,7 @@ def check_ch16_block(block_forward, *, generator=None):
                                                          "u = x + Attn(RMSNorm₁(x))"))
         _close(got, want, f"B={B}, T={T}, d_model={d}, n_head={H}",
                diagnose=lambda out: _diagnosis(out, mistakes))
-        _compare_grads(got, leaves, want, [x_ref] + ws, ["x"] + list(BLOCK_KEYS), g, remote)
+        _compare_grads(got, leaves, want, [x_ref] + ws, ["x"] + list(BLOCK_KEYS), probe, grads)
         with torch.no_grad():   # the cache passes through the attention
             _, cache = block_forward(x[:, :T - 1], p, H, dict(BLOCK_PARTS), None)
             last, cache = block_forward(x[:, T - 1:], p, H, dict(BLOCK_PARTS), cache)
@@ -493,7 +529,6 @@ def check_ch16_gpt_forward(gpt_forward, *, generator=None):
     """gpt_forward(idx, params, n_head, n_layer, parts, caches) → (logits, caches) against
     mathref.GPT (modern style: RoPE, RMSNorm, SwiGLU, untied head, no biases, no QK-norm)."""
     expect_callable(gpt_forward, "gpt_forward(idx, params, n_head, n_layer, parts, caches=None)")
-    remote = _remote(gpt_forward)
     g = _gen(generator, 1606)
     for B, T, vocab, d, H, L in ((2, 6, 11, 8, 2, 2), (1, 5, 13, 16, 4, 1), (3, 4, 7, 8, 1, 3)):
         model = _gpt_case(g, vocab, d, H, L)
@@ -502,9 +537,10 @@ def check_ch16_gpt_forward(gpt_forward, *, generator=None):
         names = [n for n, _ in model.named_parameters()]
         ws = [p for _, p in model.named_parameters()]
         leaves = _leaves(ws)
-        params = dict(zip(names, leaves))
-        logits, caches = _unpack_gpt(gpt_forward(idx, params, H, L, dict(PARTS), None),
-                                     "gpt_forward")
+        probe = _randn(g, *want.shape)
+        result, grads = _run(gpt_forward, leaves, lambda t: (
+            idx, dict(zip(names, t)), H, L, dict(PARTS), None), probe, pair=True)
+        logits, caches = _unpack_gpt(result, "gpt_forward")
         p = {n: w.detach() for n, w in zip(names, ws)}
 
         def run(final_norm=True, head="lm_head.weight", emb_scale=1.0):
@@ -523,7 +559,7 @@ def check_ch16_gpt_forward(gpt_forward, *, generator=None):
                                                   "not scaled by √d_model"))
         case = f"B={B}, T={T}, vocab={vocab}, d_model={d}, n_head={H}, n_layer={L}"
         _close(logits, want, case, diagnose=lambda out: _diagnosis(out, mistakes))
-        _compare_grads(logits, leaves, want, ws, names, g, remote)
+        _compare_grads(logits, leaves, want, ws, names, probe, grads)
         expect(isinstance(caches, (tuple, list)) and len(caches) == L,
                f"{case}: return one cache per block ({L}), got "
                f"{len(caches) if isinstance(caches, (tuple, list)) else type(caches).__name__}")
@@ -721,7 +757,8 @@ def _decoder(model, uniforms, prompt_len):
         if not (isinstance(ids, torch.Tensor) and ids.dim() == 2):
             raise ValueError("call step with a [B, t] tensor of token ids")
         if not record["calls"] and ids.shape[1] != prompt_len:
-            raise ValueError(f"the first call to step was given {ids.shape[1]} positions: feed "
+            raise ValueError(f"the first call to step was given {ids.shape[1]} "
+                             f"position{'s' if ids.shape[1] != 1 else ''}: feed "
                              f"the whole prompt ({prompt_len} positions) in one call, then only "
                              f"the newest token [B, 1] per call")
         if record["calls"] and ids.shape[1] != 1:
@@ -942,8 +979,9 @@ def check_ch16_train_step(train_step, *, generator=None):
             for group in opt.param_groups:
                 group["lr"] = lr
             loss = F.cross_entropy(_tiny_logits(ref, x).flatten(0, 1), y.flatten())
-            for p, gr in zip(ref, torch.autograd.grad(loss, ref)):
-                p.grad = gr
+            raw = torch.autograd.grad(loss, ref)
+            for p, gr in zip(ref, raw):
+                p.grad = gr.clone()             # clipped in place below; raw stays unclipped
             norm = float(clip_grad_norm_(ref, max_norm))
             opt.step()
             case = (f"step {step} (rate {lr:.4g}, gradient norm {norm:.3g}, max_norm "
@@ -963,13 +1001,29 @@ def check_ch16_train_step(train_step, *, generator=None):
             for what, got in (("parameters", got_p), ("m", got_m), ("v", got_v)):
                 expect(isinstance(got, (tuple, list)) and len(got) == 4,
                        f"{case}: return a list of 4 tensors for {what}")
+            b1, b2 = cfg.betas
+            clip_hint = ("m and v are built from the clipped gradients: clip all of them by one "
+                         "factor from their global norm, then update the moments with β₁, β₂")
             for i, name in enumerate(names):
                 state = opt.state[ref[i]]
-                moments = (lambda out: " (m and v are built from the clipped gradients: clip "
-                           "all of them by one factor from their global norm, then update the "
-                           "moments with β₁, β₂)")
-                _close(got_m[i], state["exp_avg"], f"{case}: m of {name}", diagnose=moments)
-                _close(got_v[i], state["exp_avg_sq"], f"{case}: v of {name}", diagnose=moments)
+                clipped = ref[i].grad
+                alone = raw[i] * min(1.0, max_norm / (float(raw[i].norm()) + 1e-6))
+                m_of = lambda gr, beta: beta * m[i] + (1 - beta) * gr           # noqa: E731
+                v_of = lambda gr, beta: beta * v[i] + (1 - beta) * gr * gr      # noqa: E731
+                m_mistakes = ((state["exp_avg_sq"], "you returned v in m's place: return "
+                                                   "(params, m, v, loss)"),
+                              (m_of(clipped, b2), "m's decay is β₁ = cfg.betas[0], not β₂"),
+                              (m_of(raw[i], b1), clip_hint + "; these are the unclipped ones"),
+                              (m_of(alone, b1), clip_hint + "; this tensor was clipped alone"))
+                v_mistakes = ((state["exp_avg"], "you returned m in v's place: return "
+                                                "(params, m, v, loss)"),
+                              (v_of(clipped, b1), "v's decay is β₂ = cfg.betas[1], not β₁"),
+                              (v_of(raw[i], b2), clip_hint + "; these are the unclipped ones"),
+                              (v_of(alone, b2), clip_hint + "; this tensor was clipped alone"))
+                _close(got_m[i], state["exp_avg"], f"{case}: m of {name}",
+                       diagnose=lambda out: _diagnosis(out, m_mistakes))
+                _close(got_v[i], state["exp_avg_sq"], f"{case}: v of {name}",
+                       diagnose=lambda out: _diagnosis(out, v_mistakes))
                 _close(got_p[i], ref[i], f"{case}: {name}", tol=1e-12, diagnose=lambda out: (
                     " (the rate of step s is warmup_cosine_lr(s, …) and AdamW's t is s + 1; "
                     "clip the gradients by their global norm before the update; decay only "

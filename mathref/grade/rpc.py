@@ -23,6 +23,10 @@ The two ends are not alike, because only one of them is trusted:
   chapter 11's large derive-the-backward cases, is about 1.3 MB), and
   unpickled before the exercise's deadline (red team H5).
 
+The grader may also have the worker run one of the checker's own functions (sent as code, as
+above) on one of the worker's objects (:func:`apply`), for what cannot cross the channel, such
+as autograd through a student's output; the result comes back as data.
+
 While the grader waits for a reply, the worker may only reply: a request from it ends the
 exchange (:class:`ChannelClosed`). The worker, waiting for the grader, answers the grader's
 requests about its objects as they come.
@@ -515,7 +519,7 @@ class Endpoint:
     def request(self, op, ident, *payload):
         message = {"kind": "request", "op": op, "id": ident,
                    "payload": [self.encode(p) for p in payload]}
-        if op == "call" and self.context_out is not None:
+        if op in ("call", "apply") and self.context_out is not None:
             message["context"] = self.context_out()
         write_message(self.wfd, message)
         return self.wait_reply(payload if op == "call" else None)
@@ -565,6 +569,13 @@ class Endpoint:
                 args, kwargs = payload
                 value = self.call_local(target, args, kwargs)
                 args_after = (args, kwargs)
+            elif op == "apply":      # the grader's own function, run here on the object
+                if self.context_in is not None and message.get("context") is not None:
+                    self.context_in(message["context"])
+                fn, args, kwargs = payload
+                if not isinstance(fn, types.FunctionType) or self.origin.get(id(fn), (None,))[0] is not fn:
+                    raise ValueError("apply runs a function the grader sent")
+                value = self.call_local(lambda *a, **k: fn(target, *a, **k), args, kwargs)
             elif op == "getattr":
                 name = str(payload[0])
                 if name.startswith("__"):
@@ -599,6 +610,14 @@ class Endpoint:
 
     def call_local(self, target, args, kwargs):
         return target(*args, **kwargs)
+
+
+def apply(handle, fn, *args, **kwargs):
+    """``fn(target, *args, **kwargs)`` run in the worker, ``target`` the object ``handle`` stands
+    for and ``fn`` a checker's plain function (sent as its code, like any the checker passes):
+    what must happen where the student's objects live, such as autograd through a student's
+    output, whose graph never crosses the channel. The result comes back as data."""
+    return handle._endpoint.request("apply", handle._id, fn, args, kwargs)
 
 
 def _filled(cell):

@@ -739,3 +739,18 @@ def generate_prompt_token_by_token(step, prompt, max_new_tokens, temperature=0.0
 
 WRONG_ANSWERS["ch16-rope"].append(rope_float32_angles)
 WRONG_ANSWERS["ch16-generate"].append(generate_prompt_token_by_token)
+
+
+# ---- found by the fourth read of chapter 16 -------------------------------------------------
+def train_step_betas_swapped(logits_fn, params, x, y, m, v, step, cfg, parts):
+    swapped = parts | {"adamw": lambda p, g, a, b, t, lr, betas, eps, wd: parts["adamw"](
+        p, g, a, b, t, lr, betas[::-1], eps, wd)}
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, swapped)
+
+
+def train_step_m_v_swapped(logits_fn, params, x, y, m, v, step, cfg, parts):
+    p, m, v, loss = _train_step(logits_fn, params, x, y, m, v, step, cfg, parts)
+    return p, v, m, loss
+
+
+WRONG_ANSWERS["ch16-train-step"] += [train_step_betas_swapped, train_step_m_v_swapped]
