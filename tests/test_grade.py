@@ -676,7 +676,7 @@ def test_a_submission_is_capped_in_memory_and_disk_as_a_whole(tmp_path):
         assert codes == "[0, 0, 0]", codes
 
 
-def test_numpy_in_the_online_softmax_exercises_is_refused_by_the_grader(tmp_path):
+def test_ch15_numpy_in_the_online_softmax_exercises_is_refused_by_the_grader(tmp_path):
     """Chapter 15's two online-softmax exercises refuse NumPy (their checkers'
     ``refused_modules``): under the grader the answer runs in another process, where the
     notebook's watch on NumPy does not reach, so the trusted side reads the solution cells: the

@@ -42,10 +42,15 @@ SOFTMAX_CALLS = ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.s
 # called on Python floats (np.logaddexp(z1, z2), one float() away from a 0-d tensor) does
 # neither: a ufunc is an object, not a builtin function, so the profile hook gets no event.
 # The two online-softmax checkers therefore look for it in two more ways: what the answer's
-# code names (its globals, closures, defaults and imports, and those of the functions of the
-# student's that it names), and what NumPy itself reports while the answer runs (every
+# code names (its globals, closures, defaults and imports, the containers, the student's
+# classes and functions it names, and theirs; the end of a module attribute chain: np.inf is
+# a float, np.logaddexp a ufunc), and what NumPy itself reports while the answer runs (every
 # floating-point event of a NumPy function calls back: a log-sum-exp of the check's widely
-# separated values underflows, a log of an empty state's ℓ = 0 divides by zero).
+# separated values underflows, a log of an empty state's ℓ = 0 divides by zero). Neither sees
+# NumPy reached through a string that raises no flag, or run in a fresh contextvars.Context
+# (NumPy 2's error state is a context variable: there it is the default, and nothing calls
+# back) that the code does not name; the statements say so. The grader's trusted side
+# refuses NumPy in these two solution cells by their text (refused_modules, below).
 
 _NUMERIC = ("numpy", "scipy")       # (SciPy's special functions are NumPy ufuncs too)
 # a fresh contextvars.Context runs a function where NumPy's error state is its default (NumPy
@@ -84,6 +89,8 @@ def _students_class(cls):
     """Whether ``cls`` is the student's: a method of its own, or defined in a notebook."""
     if any(inspect.isfunction(v) and _students(v.__code__) for v in vars(cls).values()):
         return True
+    if cls.__module__ == "builtins" and getattr(builtins, cls.__name__, None) is cls:
+        return False        # (float, list: a class exec'd without __name__ says builtins too)
     module = sys.modules.get(cls.__module__)
     path = getattr(module, "__file__", None)
     return cls.__module__ == "__main__" or not isinstance(path, str) or _students_file(path)
@@ -109,8 +116,9 @@ def _codes(code):
 
 
 def _names_numpy(answer):
-    """The NumPy object (or import) the answer's code names, followed through the student's own
-    functions, classes, closures and defaults that it names; None if there is none."""
+    """The NumPy (or contextvars) object or import the answer's code names, followed through
+    the student's own functions, classes, closures, defaults and the containers that it names;
+    None if there is none."""
     if getattr(answer, "remote", False) or is_remote(answer):
         return None         # (under the grader the answer's code is in another process)
     todo, seen = [answer], set()
