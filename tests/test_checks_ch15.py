@@ -26,7 +26,7 @@ def test_numpy_log_sum_exp_on_python_floats_is_refused(check, source, name, caps
         check(_answer(source.format(logaddexp="np.logaddexp"), name))
     # reached through a string: NumPy reports the underflow of e^(z_lo − z_hi) on the check's
     # widely separated values, with the notebook's inputs and with a grader's
-    hidden = _answer(source.format(logaddexp="sys.modules['nu' + 'mpy'].logaddexp"), name)
+    hidden = _answer(source.format(logaddexp="__import__('nu' + 'mpy').logaddexp"), name)
     for generator in (None, torch.Generator().manual_seed(11)):
         with pytest.raises(ExerciseCheckFailed, match="reported a floating-point underflow"):
             check(hidden, generator=generator)
@@ -81,9 +81,38 @@ def test_a_right_answer_beside_numpy_in_its_namespace_passes(capsys):
      "part a was computed"),
     (checks.check_ch15_merge_softmax_states, ch15.merge_sign_flipped, "part a was computed",
      "overflowed"),
+    # a NaN ℓ from inf · 0 gets its own hint (the fourth read's L4)
+    (checks.check_ch15_merge_softmax_states, ch15.merge_relative_to_first_nan, "ℓ is NaN",
+     "part a was computed"),
 ])
 def test_a_mistake_gets_its_own_hint(check, answer, why, not_why):
     with pytest.raises(ExerciseCheckFailed) as failure:
         check(answer)
     assert why in failure.value.message and not_why not in failure.value.message, \
         failure.value.message
+
+
+@pytest.mark.parametrize("check, source, name", [
+    (checks.check_ch15_merge_softmax_states, ch15.MERGE_NUMPY_ON_FLOATS, "merge_softmax_states"),
+    (checks.check_ch15_flash_tile_step, ch15.TILE_NUMPY_ON_FLOATS, "flash_tile_step")])
+def test_numpy_held_or_run_in_a_fresh_context_is_refused(check, source, name, capsys):
+    # the fourth read's L1: a container, a class attribute, a bound __call__ (guarded, so that
+    # NumPy raises no flag); M1: a fresh contextvars.Context, where NumPy reports nothing
+    for holder in ch15.HOLDERS:
+        answer = _answer(source.format(logaddexp="LAE").replace("import torch\n",
+                                                                holder + ch15.GUARD), name)
+        for generator in (None, torch.Generator().manual_seed(11)):
+            with pytest.raises(ExerciseCheckFailed, match=r"its code names numpy\.logaddexp"):
+                check(answer, generator=generator)
+    context = _answer(source.format(logaddexp="LAE").replace("import torch\n", ch15.IN_A_CONTEXT),
+                      name)
+    with pytest.raises(ExerciseCheckFailed, match=r"contextvars context \(its code names "):
+        check(context)
+    assert "✅" not in capsys.readouterr().out
+
+
+def test_numpys_float_constant_is_not_numpy_called(capsys):
+    # the fourth read's L2: -np.inf is a Python float; naming it calls nothing of NumPy's
+    checks.check_ch15_merge_softmax_states(
+        _answer(ch15.RIGHT_ANSWERS["ch15-merge-softmax-states"][-1], "merge_softmax_states"))
+    assert "✅ ch15-merge-softmax-states: passed" in capsys.readouterr().out

@@ -715,3 +715,55 @@ def test_ch16_gradients_are_compared_under_the_grader(tmp_path):
     assert "the gradient with respect to x differs" in report, report
     assert "new leaf tensor" in report, report
     assert "does not depend on tok_emb.weight" in report, report
+
+
+def test_ch15_numpy_in_the_online_softmax_exercises_is_refused_by_the_grader(tmp_path):
+    """Chapter 15's two online-softmax exercises refuse NumPy (their checkers'
+    ``refused_modules``): under the grader the answer runs in another process, where the
+    notebook's watch on NumPy does not reach, so the trusted side reads the solution cells: the
+    fourth read's M2 (np.logaddexp on Python floats, named directly, scored pass) fails both, as
+    does an import of numpy and ``t.numpy()``; a right merge that tests for the empty state with
+    the float ``-np.inf`` passes, and so does the reference."""
+    from tests.exercises.ch15 import MERGE_NUMPY_ON_FLOATS, TILE_NUMPY_ON_FLOATS
+    from tests.notebooks import solution_cell
+    source = read(ROOT / "notebooks" / "15_efficient_attention.ipynb")
+    merge, tile = "ch15-merge-softmax-states", "ch15-flash-tile-step"
+    body = {
+        "floats": (MERGE_NUMPY_ON_FLOATS.format(logaddexp="np.logaddexp")
+                   .replace("import numpy as np\n", ""),
+                   TILE_NUMPY_ON_FLOATS.format(logaddexp="np.logaddexp")
+                   .replace("import numpy as np\n", "")),
+        "imported": (MERGE_NUMPY_ON_FLOATS.format(logaddexp="np.logaddexp"),
+                     TILE_NUMPY_ON_FLOATS.format(logaddexp="numpy.logaddexp")
+                     .replace("import numpy as np\n", "import numpy\n")),
+    }
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(source, folder / "reference.ipynb")
+    for name, (merge_body, tile_body) in body.items():
+        nb = nbformat.from_dict(source)
+        solution_cell(nb, merge).source = merge_body.replace("import sys\n", "")
+        solution_cell(nb, tile).source = tile_body.replace("import sys\n", "")
+        nbformat.write(nb, folder / f"{name}.ipynb")
+    constant = nbformat.from_dict(source)
+    solution_cell(constant, merge).source = (
+        "import torch\n\n"
+        "def merge_softmax_states(m1, l1, acc1, m2, l2, acc2):\n"
+        "    if float(m1) == -np.inf:\n"
+        "        return m2, l2, acc2\n"
+        "    m = torch.maximum(m1, m2)\n"
+        "    c1, c2 = torch.exp(m1 - m), torch.exp(m2 - m)\n"
+        "    return m, c1 * l1 + c2 * l2, c1 * acc1 + c2 * acc2\n")
+    nbformat.write(constant, folder / "constant.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    labels = exercise_labels(source)
+    assert rows["reference"]["score"] == str(len(labels)), run.stdout
+    assert rows["constant"]["score"] == str(len(labels)), run.stdout
+    for name in body:
+        for label in (merge, tile):
+            assert rows[name][label] == "fail", (name, label, run.stdout)
+            assert any(line.startswith(f"  {label}: fail: refused before running: line ")
+                       and "this exercise does not allow numpy" in line
+                       for line in _section(run.stdout, name)), run.stdout
+        others = [label for label in labels if label not in (merge, tile)]
+        assert all(rows[name][label] == "pass" for label in others), (name, run.stdout)

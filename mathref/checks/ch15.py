@@ -5,6 +5,7 @@ import functools
 import inspect
 import math
 import os
+import sys
 import types
 
 import torch
@@ -41,12 +42,21 @@ SOFTMAX_CALLS = ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.s
 # called on Python floats (np.logaddexp(z1, z2), one float() away from a 0-d tensor) does
 # neither: a ufunc is an object, not a builtin function, so the profile hook gets no event.
 # The two online-softmax checkers therefore look for it in two more ways: what the answer's
-# code names (its globals, closures, defaults and imports, and those of the functions of the
-# student's that it names), and what NumPy itself reports while the answer runs (every
+# code names (its globals, closures, defaults and imports, the containers, the student's
+# classes and functions it names, and theirs; the end of a module attribute chain: np.inf is
+# a float, np.logaddexp a ufunc), and what NumPy itself reports while the answer runs (every
 # floating-point event of a NumPy function calls back: a log-sum-exp of the check's widely
-# separated values underflows, a log of an empty state's ℓ = 0 divides by zero).
+# separated values underflows, a log of an empty state's ℓ = 0 divides by zero). Neither sees
+# NumPy reached through a string that raises no flag, or run in a fresh contextvars.Context
+# (NumPy 2's error state is a context variable: there it is the default, and nothing calls
+# back) that the code does not name; the statements say so. The grader's trusted side
+# refuses NumPy in these two solution cells by their text (refused_modules, below).
 
 _NUMERIC = ("numpy", "scipy")       # (SciPy's special functions are NumPy ufuncs too)
+# a fresh contextvars.Context runs a function where NumPy's error state is its default (NumPy
+# 2 keeps it in a context variable): the watch below does not see what runs there
+_CONTEXTS = ("contextvars", "_contextvars")
+_CONTAINERS = (list, tuple, set, frozenset, dict, types.SimpleNamespace)
 _LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(f)) + os.sep for f in (
     os.__file__, torch.__file__,                            # the standard library, PyTorch
     os.path.dirname(os.path.abspath(__file__))))            # mathref
@@ -66,14 +76,32 @@ def _numeric_name(obj):
             name = name if isinstance(name, str) else type(obj).__name__
     except Exception:       # (an object whose attributes raise: not NumPy's)
         return None
-    if module.split(".")[0] in _NUMERIC or type(obj).__module__.split(".")[0] in _NUMERIC:
+    if module.split(".")[0] in _NUMERIC + _CONTEXTS \
+            or type(obj).__module__.split(".")[0] in _NUMERIC + _CONTEXTS:
         return f"{module}.{name}" if name else module
+    owner = getattr(obj, "__self__", None)      # a bound method: np.logaddexp.__call__
+    if owner is not None and owner is not obj and not isinstance(owner, types.ModuleType):
+        return _numeric_name(owner)
     return None
+
+
+def _students_class(cls):
+    """Whether ``cls`` is the student's: a method of its own, or defined in a notebook."""
+    if any(inspect.isfunction(v) and _students(v.__code__) for v in vars(cls).values()):
+        return True
+    if cls.__module__ == "builtins" and getattr(builtins, cls.__name__, None) is cls:
+        return False        # (float, list: a class exec'd without __name__ says builtins too)
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    return cls.__module__ == "__main__" or not isinstance(path, str) or _students_file(path)
 
 
 def _students(code):
     """Whether ``code`` is the student's (not the standard library's, a package's or mathref's)."""
-    path = code.co_filename
+    return _students_file(code.co_filename)
+
+
+def _students_file(path):
     if path.startswith("<"):
         return True
     path = os.path.abspath(path)
@@ -88,8 +116,9 @@ def _codes(code):
 
 
 def _names_numpy(answer):
-    """The NumPy object (or import) the answer's code names, followed through the student's own
-    functions, classes, closures and defaults that it names; None if there is none."""
+    """The NumPy (or contextvars) object or import the answer's code names, followed through
+    the student's own functions, classes, closures, defaults and the containers that it names;
+    None if there is none."""
     if getattr(answer, "remote", False) or is_remote(answer):
         return None         # (under the grader the answer's code is in another process)
     todo, seen = [answer], set()
@@ -110,8 +139,15 @@ def _names_numpy(answer):
         if isinstance(obj, (staticmethod, classmethod)):
             todo.append(obj.__func__)
             continue
+        if isinstance(obj, _CONTAINERS):     # (a holder: [np.logaddexp], {0: ...}, a namespace)
+            items = obj if not isinstance(obj, (dict, types.SimpleNamespace)) else (
+                vars(obj) if isinstance(obj, types.SimpleNamespace) else obj)
+            items = list(items.items()) if isinstance(items, dict) else list(items)
+            todo += [part for item in items[:10000]
+                     for part in (item if isinstance(item, tuple) else (item,))]
+            continue
         if isinstance(obj, type):
-            if any(inspect.isfunction(v) and _students(v.__code__) for v in vars(obj).values()):
+            if _students_class(obj):        # its methods and class attributes
                 todo += list(vars(obj).values())
             continue
         if not inspect.isfunction(obj):
@@ -124,18 +160,23 @@ def _names_numpy(answer):
         todo += _closure(obj)
         todo += list(obj.__defaults__ or ()) + list((obj.__kwdefaults__ or {}).values())
         for code in _codes(obj.__code__):
+            # each global and the end of each chain of module attributes it starts: np.logaddexp
+            # is a ufunc, np.inf a float (a constant, not a NumPy function)
             current = None
             for ins in dis.get_instructions(code):
-                if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
-                    current = obj.__globals__.get(ins.argval, getattr(builtins, ins.argval, None))
-                elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") \
+                if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") \
                         and isinstance(current, types.ModuleType):
                     current = getattr(current, ins.argval, None)      # (np.logaddexp, sp.special)
-                elif ins.opname == "IMPORT_NAME" and ins.argval.split(".")[0] in _NUMERIC:
-                    return ins.argval
-                else:
-                    current = None
                     continue
+                if current is not None:
+                    todo.append(current)
+                current = None
+                if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                    current = obj.__globals__.get(ins.argval, getattr(builtins, ins.argval, None))
+                elif ins.opname == "IMPORT_NAME" \
+                        and ins.argval.split(".")[0] in _NUMERIC + _CONTEXTS:
+                    return ins.argval
+            if current is not None:
                 todo.append(current)
     return None
 
@@ -153,6 +194,12 @@ def _closure(function):
 
 def _refuse_named_numpy(answer, label, because):
     found = _names_numpy(answer)
+    if found and found.split(".")[0] in _CONTEXTS:
+        raise CheckFailure(
+            f"your solution ran code in a contextvars context (its code names {found}), which "
+            f"{label} does not allow: there NumPy's error state, which the check watches, is "
+            f"not in effect. {because[0].upper() + because[1:]}, with PyTorch's elementary "
+            f"operations or Python's math module; no NumPy")
     if found:
         raise CheckFailure(
             f"your solution called NumPy (its code names {found}), which {label} does not "
@@ -192,8 +239,9 @@ def _close_or_why(got, want, what, mistakes, rtol):
             got = float(got)
         except (TypeError, ValueError, RuntimeError):
             raise failure from None
-        why = next((why for value, why in mistakes
-                    if value != want and math.isclose(got, value, rel_tol=rtol)), None)
+        why = next((why for value, why in mistakes if value is not None and (
+                    math.isnan(got) and math.isnan(value)
+                    or value != want and math.isclose(got, value, rel_tol=rtol))), None)
         raise CheckFailure(str(failure) + (f" ({why})" if why else "")) from None
 
 
@@ -339,11 +387,15 @@ def check_ch15_merge_softmax_states(merge_softmax_states):
                           (float(l1 + l2), "rescale each part's sum by e^(m_a − m) before "
                                            "adding: they were computed with different maxima"),
                           # (where the flipped sum is inf, any ℓ that overflowed would match)
-                          (flipped if math.isfinite(flipped) else math.nan,
+                          (flipped if math.isfinite(flipped) else None,
                            "the factor is e^(m_a − m), at most 1: part a was computed with its "
                            "own max m_a ≤ m"),
                           (math.inf, "ℓ overflowed to inf: with the common maximum m every "
-                                     "factor e^(m_a − m) is at most 1, and ℓ stays finite")),
+                                     "factor e^(m_a − m) is at most 1, and ℓ stays finite"),
+                          (math.nan, "ℓ is NaN, as inf · 0 is: a factor such as e^(m_2 − m_1) "
+                                     "overflowed before another, e^(m_1 − m), underflowed to 0; "
+                                     "rescale each part straight to the common maximum m, with "
+                                     "e^(m_a − m), at most 1")),
                       rtol=1e-9)
         expect(acc.shape == (3,), f"acc must keep the shape of acc1 (3,), got {tuple(acc.shape)}")
         want = torch.softmax(s, 0) @ v
@@ -371,6 +423,12 @@ def check_ch15_merge_softmax_states(merge_softmax_states):
                    f"merging with {what}: {name} should be the other state's, "
                    f"{want.tolist()}, got {mine.tolist()}")
     return "both partial states rescaled to the common max, then added"
+
+
+# Under the grader the answer runs in another process, where neither watch above reaches: the
+# grader's trusted side reads the solution cell instead (mathref.grade.policy) and refuses these
+# modules there, by their imports, the setup cell's names for them (np) and attributes so named
+check_ch15_merge_softmax_states.refused_modules = ("numpy", "scipy")
 
 
 def _scale_rule(scale, good_steps, found_inf, growth_interval):
@@ -508,3 +566,6 @@ def check_ch15_flash_tile_step(flash_tile_step):
         expect(math.isfinite(err) and err < 1e-9,
                f"acc / l after the last tile must equal softmax(q kᵀ/√d) v {where}; max error {err:.3g}")
     return "m, ℓ and o rescaled by e^(m − m') at every tile; acc / ℓ is softmax attention"
+
+
+check_ch15_flash_tile_step.refused_modules = ("numpy", "scipy")     # (as the merge's, above)

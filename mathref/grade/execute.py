@@ -187,8 +187,10 @@ def _keep_executed(text, folder, student):
 def _verify(session, workdir, nb, group=None):
     """{label: (verdict, message)}: the trusted verifier's, run against a fresh worker until
     every exercise has a verdict (after a timeout or a dead worker, a new pair goes on)."""
+    from mathref.checks import CHECKS
     from mathref.grade import policy
     modules = policy.imported_names(session.assignment["setup"])
+    setup = policy.module_bindings(session.assignment["setup"])
     exercises, verdicts = [], {}
     for ordinal, exercise in enumerate(session.assignment["exercises"]):
         solution = find_solution(nb, exercise["names"], ordinal)
@@ -196,7 +198,8 @@ def _verify(session, workdir, nb, group=None):
                           "check": exercise["check"], "solution": solution,
                           "why": "no solution cell defining " + ", ".join(exercise["names"])})
         try:
-            policy.check(solution or "", modules)
+            refused = getattr(CHECKS.get(exercise["label"]), "refused_modules", ())
+            policy.check(solution or "", modules, refused, setup)
         except policy.Refused as refused:   # read here, on the trusted side: never run
             verdicts[exercise["label"]] = ("fail", f"refused before running: {refused}")
     while len(verdicts) < len(exercises):

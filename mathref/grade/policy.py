@@ -262,15 +262,74 @@ def imported_names(source):
     return names
 
 
-def check(source, modules=()):
+def module_bindings(source):
+    """{name: module} for the names a cell binds by importing: ``import numpy as np`` binds
+    ``np`` to ``numpy``, ``from numpy import exp`` binds ``exp`` to ``numpy``."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                names[alias.asname or alias.name] = node.module.split(".")[0]
+    return names
+
+
+# what a solution may still read from a module its exercise refuses: Python floats
+FLOAT_CONSTANTS = {"inf", "nan", "pi", "e"}
+
+
+def _refused_module_problem(tree, refused, setup):
+    """One exercise's own refusal of whole modules (``refused``: top-level names such as
+    ``numpy``), read from the syntax tree: importing them, a name the setup cell (``setup``:
+    :func:`module_bindings`) binds to them (``np``), an attribute called by one of those names
+    (``torch.Tensor.numpy``, ``some_module.np``); ``np.inf`` and the other
+    :data:`FLOAT_CONSTANTS` are floats, not the module's functions. (line, reason) or None."""
+    bound = {name for name, module in setup.items() if module in refused}
+    words = set(refused) | bound
+    constants = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                 and node.attr in FLOAT_CONSTANTS and isinstance(node.ctx, ast.Load)}
+    for node in ast.walk(tree):
+        what = None
+        if isinstance(node, ast.Import):
+            what = next((a.name for a in node.names if a.name.split(".")[0] in refused), None)
+            what = what and f"`import {what}`"
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.split(".")[0] in refused:
+                what = f"`from {node.module} import ...`"
+            else:
+                what = next((f"`from {node.module} import {a.name}`" for a in node.names
+                             if a.name in words), None)
+        elif isinstance(node, ast.Name) and node.id in bound and id(node) not in constants:
+            what = f"`{node.id}` (the setup cell's {setup[node.id]})"
+        elif isinstance(node, ast.Attribute) and node.attr in words:
+            what = f"`.{node.attr}`"
+        if what:
+            return getattr(node, "lineno", 0), (
+                f"{what}: this exercise does not allow " + ", ".join(sorted(refused))
+                + " (only its float constants: " + ", ".join(sorted(FLOAT_CONSTANTS)) + ")")
+    return None
+
+
+def check(source, modules=(), refused=(), setup=None):
     """Raise :class:`Refused` at the first construct of ``source`` a solution may not use.
     ``modules``: names the setup cell binds by importing (``sys`` there is still refused
-    here). A syntax error is left to Python (the
-    worker reports it as the cell's error)."""
+    here). ``refused``: modules the exercise itself does not allow (its checker's
+    ``refused_modules``), with ``setup`` the setup cell's :func:`module_bindings`. A syntax
+    error is left to Python (the worker reports it as the cell's error)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return
+    if refused:
+        found = _refused_module_problem(tree, set(refused), setup or {})
+        if found:
+            raise Refused(*found)
     modules = set(modules) | imported_names(source)
     aliases = {name: name for name in modules if name in MEMBERS}   # names bound to MEMBERS'
     for node in ast.walk(tree):

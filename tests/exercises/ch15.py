@@ -89,6 +89,12 @@ def merge_relative_to_first(m1, l1, acc1, m2, l2, acc2):   # overflows when m2 �
     return m, torch.exp(torch.log(l_rel) + m1 - m), (acc1 + torch.exp(m2 - m1) * acc2) * torch.exp(m1 - m)
 
 
+def merge_relative_to_first_nan(m1, l1, acc1, m2, l2, acc2):   # inf · 0 when m2 ≫ m1
+    m = torch.maximum(m1, m2)
+    c = torch.exp(m1 - m)
+    return m, (l1 + torch.exp(m2 - m1) * l2) * c, (acc1 + torch.exp(m2 - m1) * acc2) * c
+
+
 def scale_no_reset_on_overflow(scale, good_steps, found_inf, growth_interval):
     if found_inf:
         return scale * 0.5, good_steps
@@ -174,7 +180,8 @@ WRONG_ANSWERS = {
                              flops_attention_forward_only, flops_kaplan],
     "ch15-merge-softmax-states": [merge_without_rescaling, merge_sign_flipped,
                                   merge_acc_not_rescaled, merge_in_float32,
-                                  merge_in_float32_cast_back, merge_relative_to_first],
+                                  merge_in_float32_cast_back, merge_relative_to_first,
+                                  merge_relative_to_first_nan],
     "ch15-loss-scale-update": [scale_no_reset_on_overflow, scale_grows_one_step_late,
                                scale_never_backs_off],
     "ch15-flash-tile-step": [tile_acc_not_rescaled, tile_without_scale, tile_max_of_tile_only,
@@ -211,6 +218,22 @@ TILE_NUMPY_ON_FLOATS = (
     "        out_l.append(li)\n"
     "        out_acc.append(li * (kept + torch.exp(s[i] - lse) @ v_tile))\n"
     "    return m_new, torch.tensor(out_l, dtype=s.dtype), torch.stack(out_acc)\n")
+
+# NumPy's log-add-exp kept where the name scan did not look (the fourth read's L1), called only
+# where it raises no floating-point flag (a log-add-exp of values 700 apart is their max)
+HOLDERS = ("import torch\nH = [np.logaddexp]\nHOLD = lambda a, b: H[0](a, b)\n",
+           "import torch\nH = {0: np.logaddexp}\nHOLD = lambda a, b: H[0](a, b)\n",
+           "import torch\nimport types\nH = types.SimpleNamespace(f=np.logaddexp)\n"
+           "HOLD = lambda a, b: H.f(a, b)\n",
+           "import torch\nclass K:\n    f = np.logaddexp\nHOLD = lambda a, b: K.f(a, b)\n",
+           "import torch\nHOLD = np.logaddexp.__call__\n")
+GUARD = ("def LAE(a, b):\n"
+         "    if a == -math.inf:\n        return b\n"
+         "    if b == -math.inf:\n        return a\n"
+         "    if abs(a - b) > 700:\n        return max(a, b)\n"
+         "    return float(HOLD(a, b))\n")
+IN_A_CONTEXT = ("import torch\nimport contextvars\n"
+                "LAE = lambda a, b: contextvars.Context().run(__import__('nu' + 'mpy').logaddexp, a, b)\n")
 
 # Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
 SHORTCUTS = {
@@ -281,8 +304,17 @@ SHORTCUTS = {
         # the third read's M1: NumPy's log-sum-exp on Python floats (a ufunc call, which the
         # gate's profile hook does not see): refused by what the code names
         MERGE_NUMPY_ON_FLOATS.format(logaddexp="np.logaddexp"),
-        # the same reached through a string: refused by NumPy's underflow report
+        # the same reached through a string: refused by NumPy's underflow report (and through
+        # sys.modules, a dict that holds numpy, by name)
+        MERGE_NUMPY_ON_FLOATS.format(logaddexp="__import__('nu' + 'mpy').logaddexp"),
         MERGE_NUMPY_ON_FLOATS.format(logaddexp="sys.modules['nu' + 'mpy'].logaddexp"),
+        # the fourth read's L1: NumPy held in a container, a class attribute or a bound
+        # __call__, guarded where it would underflow: refused by what the code names
+        *(MERGE_NUMPY_ON_FLOATS.format(logaddexp="LAE").replace("import torch\n", holder + GUARD)
+          for holder in HOLDERS),
+        # the fourth read's M1: a fresh contextvars.Context, where NumPy's error state is its
+        # default and the underflow goes unreported: refused where the code names contextvars
+        MERGE_NUMPY_ON_FLOATS.format(logaddexp="LAE").replace("import torch\n", IN_A_CONTEXT),
     ],
     "ch15-loss-scale-update": [
         "from mathref.efficient import DynamicLossScaler\n\n"
@@ -353,7 +385,11 @@ SHORTCUTS = {
         # the third read's M1, in the tile: refused by name, and through a string by NumPy's
         # underflow report (the tiles with scores near 1000)
         TILE_NUMPY_ON_FLOATS.format(logaddexp="np.logaddexp"),
+        TILE_NUMPY_ON_FLOATS.format(logaddexp="__import__('nu' + 'mpy').logaddexp"),
         TILE_NUMPY_ON_FLOATS.format(logaddexp="getattr(sys.modules['nu' + 'mpy'], 'logaddexp')"),
+        *(TILE_NUMPY_ON_FLOATS.format(logaddexp="LAE").replace("import torch\n", holder + GUARD)
+          for holder in HOLDERS),
+        TILE_NUMPY_ON_FLOATS.format(logaddexp="LAE").replace("import torch\n", IN_A_CONTEXT),
     ],
 }
 
@@ -415,6 +451,15 @@ RIGHT_ANSWERS = {
         MERGE_TWO_WAY_SOFTMAX.format(w1="torch.sigmoid(z1 - z2)", w2="torch.sigmoid(z2 - z1)"),
         MERGE_TWO_WAY_SOFTMAX.format(w1="(1 + torch.tanh((z1 - z2) / 2)) / 2",
                                      w2="(1 + torch.tanh((z2 - z1) / 2)) / 2"),
+        # the empty state tested with NumPy's constant -np.inf, a Python float (the fourth
+        # read's L2: it was refused as "called NumPy")
+        "import numpy as np\nimport torch\n\n"
+        "def merge_softmax_states(m1, l1, acc1, m2, l2, acc2):\n"
+        "    if float(m1) == -np.inf:\n"
+        "        return m2, l2, acc2\n"
+        "    m = torch.maximum(m1, m2)\n"
+        "    c1, c2 = torch.exp(m1 - m), torch.exp(m2 - m)\n"
+        "    return m, c1 * l1 + c2 * l2, c1 * acc1 + c2 * acc2\n",
     ],
     "ch15-loss-scale-update": [
         "def update_scale(scale, good_steps, found_inf, growth_interval):\n"
