@@ -167,3 +167,27 @@ def test_ce_gradient_softmax_over_the_rows_is_named_with_smoothing_and_ignored_r
         return (logits.softmax(0) - q) * real[:, None] / real.sum()
     with pytest.raises(ExerciseCheckFailed, match="dim=0"):
         checks.check_ch05_ce_gradient(answer, generator=generator(5))
+
+
+def test_ce_gradient_refuses_log_softmax_as_its_statement_says():
+    # the statement (cell 97) says p must come from softmax (or exp and a sum), not from
+    # log_softmax(...).exp(), which the check refuses (with nll_loss it is the library's loss)
+    def via_log_softmax(logits, targets, label_smoothing=0.0, ignore_index=-100):
+        N, V = logits.shape
+        p = torch.log_softmax(logits, 1).exp()
+        keep = targets != ignore_index
+        q = torch.full_like(p, label_smoothing / V)
+        rows = torch.arange(N)[keep]
+        q[rows, targets[keep]] += 1 - label_smoothing
+        g = torch.zeros_like(p)
+        g[keep] = (p[keep] - q[keep]) / keep.sum()
+        return g
+
+    with pytest.raises(ExerciseCheckFailed, match="log_softmax"):
+        checks.check_ch05_ce_gradient(via_log_softmax)
+    import json
+    import pathlib
+    notebook = pathlib.Path(__file__).resolve().parents[1] / "notebooks" / "05_losses.ipynb"
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    statement = next("".join(c["source"]) for c in cells if ":label: ch05-ce-gradient" in "".join(c["source"]))
+    assert "log_softmax(logits, 1).exp()" in statement
