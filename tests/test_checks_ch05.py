@@ -11,7 +11,11 @@ from mathref import checks
 from mathref.checks import ExerciseCheckFailed
 from tests.exercises.ch05 import (bpb_characters_with_table, grad_softmax_wrong_dim,
                                   lm_loss_log_softmax_over_t, lm_loss_total_sum,
-                                  lse_naive_with_table, lse_shift_by_mean_with_table)
+                                  lse_naive_in_long_double, lse_naive_long_double_loop,
+                                  lse_naive_with_table, lse_shift_by_first_two,
+                                  lse_shift_by_larger_end, lse_shift_by_last_with_table,
+                                  lse_shift_by_mean_of_rest_with_table,
+                                  lse_shift_by_mean_with_table, lse_stable_numpy_scalars)
 
 SEEDS = [None, 1, 123, 2 ** 40 + 7]     # None: the notebook's fixed inputs; else the grader's
 
@@ -57,20 +61,58 @@ def test_a_table_of_the_fixed_overflow_cases_does_not_pass(answer, seed):
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_every_drawn_logsumexp_case_breaks_the_naive_formula_and_the_mean_shift(seed):
+def test_every_drawn_logsumexp_case_breaks_the_naive_formula_and_the_wrong_shifts(seed):
     from mathref.checks.ch05 import _overflow_case
     gen = torch.Generator().manual_seed(seed)
+
+    def shifted(x, c):
+        return c + torch.log(torch.exp(x - c).sum())
+
     for dtype in (torch.float64, torch.float32):
-        for wide in (False, True):
-            x = _overflow_case(gen, dtype, wide)
+        for kind in ("near", "wide", "peak"):
+            x = _overflow_case(gen, dtype, kind)
             assert 2 <= len(x) <= 12 and x.dtype == dtype
             assert math.isfinite(torch.logsumexp(x.double(), 0).item())
-            naive = torch.log(torch.exp(x).sum())
-            by_mean = x.mean() + torch.log(torch.exp(x - x.mean()).sum())
-            by_first = x[0] + torch.log(torch.exp(x - x[0]).sum())
-            assert not torch.isfinite(by_mean if wide else naive)
-            if wide:
-                assert not torch.isfinite(by_first) and int(x.argmax()) != 0
+            if kind == "near":
+                assert not torch.isfinite(torch.log(torch.exp(x).sum()))
+            elif kind == "wide":
+                assert not torch.isfinite(shifted(x, x.mean())) and int(x.argmax()) != 0
+            else:       # every shift by something other than the maximum overflows
+                top = int(x.argmax())
+                assert 2 <= top < len(x) - 1
+                for c in [x[0], x[-1], torch.maximum(x[0], x[-1]), x[:2].max(), x.mean(),
+                          x[1:].mean(), *[x[i] for i in range(len(x)) if i != top]]:
+                    assert not torch.isfinite(shifted(x, c))
+
+
+def test_far_below_entries_are_drawn_at_any_position():
+    # the wide case puts its far-below entries anywhere, the last position included
+    from mathref.checks.ch05 import _EXP_OVERFLOW, _overflow_case
+    gen = torch.Generator().manual_seed(0)
+    positions = set()
+    for _ in range(200):
+        x = _overflow_case(gen, torch.float64, "wide")
+        far = (x.max() - x > _EXP_OVERFLOW[torch.float64]).nonzero().flatten().tolist()
+        positions.update(i - len(x) for i in far)      # counted from the end
+        positions.update(far)
+    assert -1 in positions and {0, 1, 2} <= positions
+
+
+@pytest.mark.parametrize("answer", [lse_shift_by_larger_end, lse_shift_by_first_two,
+                                    lse_shift_by_last_with_table,
+                                    lse_shift_by_mean_of_rest_with_table])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_shift_by_a_wrong_entry_does_not_pass(answer, seed):
+    with pytest.raises(ExerciseCheckFailed, match="overflowed"):
+        checks.check_ch05_logsumexp(answer, generator=generator(seed))
+
+
+@pytest.mark.parametrize("answer", [lse_naive_in_long_double, lse_naive_long_double_loop,
+                                    lse_stable_numpy_scalars])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_numpy_scalars_are_refused(answer, seed):
+    with pytest.raises(ExerciseCheckFailed, match="no NumPy"):
+        checks.check_ch05_logsumexp(answer, generator=generator(seed))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -125,3 +167,27 @@ def test_ce_gradient_softmax_over_the_rows_is_named_with_smoothing_and_ignored_r
         return (logits.softmax(0) - q) * real[:, None] / real.sum()
     with pytest.raises(ExerciseCheckFailed, match="dim=0"):
         checks.check_ch05_ce_gradient(answer, generator=generator(5))
+
+
+def test_ce_gradient_refuses_log_softmax_as_its_statement_says():
+    # the statement (cell 97) says p must come from softmax (or exp and a sum), not from
+    # log_softmax(...).exp(), which the check refuses (with nll_loss it is the library's loss)
+    def via_log_softmax(logits, targets, label_smoothing=0.0, ignore_index=-100):
+        N, V = logits.shape
+        p = torch.log_softmax(logits, 1).exp()
+        keep = targets != ignore_index
+        q = torch.full_like(p, label_smoothing / V)
+        rows = torch.arange(N)[keep]
+        q[rows, targets[keep]] += 1 - label_smoothing
+        g = torch.zeros_like(p)
+        g[keep] = (p[keep] - q[keep]) / keep.sum()
+        return g
+
+    with pytest.raises(ExerciseCheckFailed, match="log_softmax"):
+        checks.check_ch05_ce_gradient(via_log_softmax)
+    import json
+    import pathlib
+    notebook = pathlib.Path(__file__).resolve().parents[1] / "notebooks" / "05_losses.ipynb"
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    statement = next("".join(c["source"]) for c in cells if ":label: ch05-ce-gradient" in "".join(c["source"]))
+    assert "log_softmax(logits, 1).exp()" in statement

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from mathref.checks.core import integer, rng, uniform
+from mathref.checks.ch15 import _refuse_named_numpy
 from mathref.checks.core import (AUTOGRAD_FUNCTIONAL, CheckFailure, as_tensor, exercise, expect,
                                  expect_callable, expect_close, without_autograd)
 
@@ -35,6 +36,10 @@ _LOGSUMEXP_BUILTINS = (
 def check_ch05_logsumexp(stable_logsumexp):
     """stable_logsumexp(x) = log Σ exp(x_i) for a 1-D float tensor, without overflow."""
     expect_callable(stable_logsumexp, "stable_logsumexp(x)")
+    # NumPy scalars compute where the gate does not look (np.exp of an np.longdouble reaches
+    # e^11356 on x86, so the naive formula would pass): the answer's code may not name NumPy
+    _refuse_named_numpy(stable_logsumexp, "ch05-logsumexp",
+                        "the exercise is to subtract the maximum yourself")
     gen = rng(5)
     cases = [torch.randn(7, generator=gen, dtype=torch.float64),
              torch.tensor([1000.0, 1000.0], dtype=torch.float64),
@@ -44,8 +49,8 @@ def check_ch05_logsumexp(stable_logsumexp):
              torch.tensor([3.0], dtype=torch.float64),
              torch.tensor([100.0, 90.0, 95.0], dtype=torch.float32),
              torch.tensor([300.0, 0.0, -5.0], dtype=torch.float32)]  # e^(300 − mean) overflows
-    cases += [_overflow_case(gen, dtype, wide) for dtype in (torch.float64, torch.float32)
-              for wide in (False, True)]
+    cases += [_overflow_case(gen, dtype, kind) for dtype in (torch.float64, torch.float32)
+              for kind in ("near", "wide", "peak")]
     for x in cases:
         got = stable_logsumexp(x.clone())
         what = (f"logsumexp of {str(x.dtype).replace('torch.', '')} "
@@ -81,24 +86,38 @@ def check_ch05_logsumexp(stable_logsumexp):
 _EXP_OVERFLOW = {torch.float64: 709.79, torch.float32: 88.73}
 
 
-def _overflow_case(gen, dtype, wide):
+def _overflow_case(gen, dtype, kind):
     """Inputs drawn from ``gen`` (so no table of answers knows them) that break the shortcuts.
 
-    Not ``wide``: 2–12 entries of spread at most 9 around ±(800–1000) in float64 or ±(120–300) in
-    float32, so that e^x overflows (or underflows to 0 for every entry). ``wide``: the maximum
-    at a random position other than the first, x[0] so far below it that shifting by the mean or
-    by x[0] overflows, the rest within 5 of the maximum."""
+    "near": 2–12 entries of spread at most 9 around ±(800–1000) in float64 or ±(120–300) in
+    float32, so that e^x overflows (or underflows to 0 for every entry). "wide": 3–12 entries,
+    the maximum at a random position other than the first, one or more entries at random
+    positions (the last included) so far below it that shifting by the mean overflows, the rest
+    within 5 of the maximum. "peak": 4–12 entries, the maximum at a random position that is not
+    among the first two nor the last, every other entry at least 2.1 overflow thresholds below
+    it: a shift by any entry but the maximum, by the mean or by the mean of x[1:] overflows."""
     big = _EXP_OVERFLOW[dtype]
-    n = integer(gen, 3 if wide else 2, 13)
-    if not wide:
+    if kind == "near":
+        n = integer(gen, 2, 13)
         magnitude = uniform(gen, 800, 1000) if dtype == torch.float64 else uniform(gen, 120, 300)
         sign = 1 if integer(gen, 0, 2) else -1
         spread = 3 * torch.randn(n, generator=gen, dtype=torch.float64).clamp(-3, 3)
         return (sign * magnitude + spread).to(dtype)           # |entries| ≥ 791 or ≥ 111
     top = uniform(gen, -50, 50)
+    if kind == "peak":
+        n = integer(gen, 4, 13)
+        x = top - uniform(gen, 2.1, 3) * big - uniform(gen, 0, 5) * torch.rand(
+            n, generator=gen, dtype=torch.float64)
+        x[integer(gen, 2, n - 1)] = top       # top − x_j > 2.1·big, top − mean(x[1:]) > 1.05·big
+        return x.to(dtype)
+    n = integer(gen, 3, 13)
     x = top - uniform(gen, 0, 5) * torch.rand(n, generator=gen, dtype=torch.float64)
-    x[integer(gen, 1, n)] = top                          # the maximum, never x[0]
-    x[0] = top - n * uniform(gen, 1.05, 1.3) * big       # top − mean(x) > big and top − x[0] too
+    at = integer(gen, 1, n)
+    x[at] = top                                          # the maximum, never x[0]
+    others = [i for i in range(n) if i != at]
+    far = [others[i] for i in torch.randperm(n - 1, generator=gen)[:integer(gen, 1, n)].tolist()]
+    for i in far:                                        # top − mean(x) ≥ 1.05·big
+        x[i] = top - n * uniform(gen, 1.05, 1.3) * big
     return x.to(dtype)
 
 

@@ -1,6 +1,7 @@
 """Typical wrong answers to chapter 5's exercises: each must fail its checker."""
 import math
 
+import numpy as _np
 import torch
 import torch.nn.functional as F
 
@@ -406,3 +407,59 @@ def lm_loss_log_softmax_over_t(logits, targets, pad_id):
 WRONG_ANSWERS["ch05-logsumexp"] += [lse_naive_with_table, lse_shift_by_mean_with_table]
 WRONG_ANSWERS["ch05-bits-per-byte"] += [bpb_characters_with_table]
 WRONG_ANSWERS["ch05-lm-loss"] += [lm_loss_total_sum, lm_loss_log_softmax_over_t]
+
+
+# ---------------------------------------------------------------- the fourth read's attacks (2026-11-29)
+def lse_shift_by_larger_end(x):                                    # no table: max(x[0], x[-1]),
+    c = torch.maximum(x[0], x[-1])                                 # never the maximum itself
+    return c + torch.log(torch.exp(x - c).sum())
+
+
+def lse_shift_by_first_two(x):
+    c = x[:2].max()
+    return c + torch.log(torch.exp(x - c).sum())
+
+
+# the two fixed cases where an entry other than x[0] lies far below the maximum
+_FAR_BELOW_TABLE = {(800.0, 0.0, -5.0): 800.0, (300.0, 0.0, -5.0): 300.0}
+
+
+def lse_shift_by_last_with_table(x):
+    key = tuple(x.tolist())
+    if key in _FAR_BELOW_TABLE:
+        return torch.tensor(_FAR_BELOW_TABLE[key], dtype=x.dtype)
+    c = x[-1]
+    return c + torch.log(torch.exp(x - c).sum())
+
+
+def lse_shift_by_mean_of_rest_with_table(x):
+    key = tuple(x.tolist())
+    if key in _FAR_BELOW_TABLE:
+        return torch.tensor(_FAR_BELOW_TABLE[key], dtype=x.dtype)
+    c = x[1:].mean() if len(x) > 1 else x[0]
+    return c + torch.log(torch.exp(x - c).sum())
+
+
+def lse_naive_in_long_double(x):                                   # no maximum: 80-bit long double
+    import numpy as np                                             # reaches e^11356 on x86
+    return float(np.log(sum(np.exp(np.longdouble(v)) for v in x.tolist())))
+
+
+def lse_naive_long_double_loop(x):
+    total = _np.longdouble(0)                                      # (a module-level import)
+    for v in x.tolist():
+        total += _np.exp(_np.longdouble(v))
+    return float(_np.log(total))
+
+
+def lse_stable_numpy_scalars(x):                                   # stable, but NumPy: refused
+    values = x.tolist()
+    m = max(values)
+    return m + float(_np.log(sum(_np.exp(v - m) for v in values)))
+
+
+WRONG_ANSWERS["ch05-logsumexp"] += [lse_shift_by_larger_end, lse_shift_by_first_two,
+                                    lse_shift_by_last_with_table,
+                                    lse_shift_by_mean_of_rest_with_table,
+                                    lse_naive_in_long_double, lse_naive_long_double_loop,
+                                    lse_stable_numpy_scalars]
