@@ -128,6 +128,11 @@ def _as_number(value, what):
         raise CheckFailure(f"{what}: expected a number, got {type(value).__name__}") from None
 
 
+# the grader refuses NumPy in this solution cell by its text too (mathref.grade.policy), where the
+# answer runs in another process and the name scan above does not reach
+check_ch05_logsumexp.refused_modules = ("numpy", "scipy")
+
+
 @exercise("ch05-perplexity", forbid=("mathref.losses.perplexity",),
           because="the exercise is to write the formula yourself")
 def check_ch05_perplexity(perplexity_from_nlls):
