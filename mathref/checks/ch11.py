@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mathref.checks.ch01 import _with_line_budget
+from mathref.checks.line_budget import with_line_budget
 from mathref.checks.core import integer, rng
 from mathref.checks.core import (CheckFailure, exercise, expect, expect_callable,
                                  expect_tensor_close, without_autograd)
@@ -42,7 +42,7 @@ _LINE_BUDGET = 50_000
 
 
 def _run_within_budget(answer, args, what):
-    got, endless = _with_line_budget(answer, args, budget=_LINE_BUDGET)
+    got, endless = with_line_budget(answer, args, budget=_LINE_BUDGET)
     expect(not endless, f"{what}: your function was still running after {_LINE_BUDGET:,} lines "
                         f"of Python. The derived formula is a few tensor operations on whole "
                         f"rows; a loop over every entry in Python (as a numerical derivative "
