@@ -292,10 +292,11 @@ def _importing(frame):
 
 
 def _fingerprint(code):
-    """What a function's code is, whatever file or line it was compiled from (the bytes of
-    co_code differ between a .pyc and a fresh compile, so names, variables and constants)."""
+    """What a function's code is, whatever file or line it was compiled from and whatever it is
+    called (the bytes of co_code differ between a .pyc and a fresh compile, so the names it
+    uses, its variables and constants; not its own name, which a copy can change)."""
     consts = tuple(c for c in code.co_consts if not hasattr(c, "co_code"))
-    return (code.co_name, code.co_argcount, code.co_names, code.co_varnames, consts)
+    return (code.co_argcount, code.co_names, code.co_varnames, consts)
 
 
 _LIBRARY = {}    # fingerprint -> the mathref modules that define a function with it
