@@ -1,4 +1,5 @@
-"""Normalization layers: BatchNorm, LayerNorm and RMSNorm, with hand-derived backward passes.
+"""Normalization layers: BatchNorm, LayerNorm and RMSNorm, with hand-derived backward passes,
+and GroupNorm, the family that holds LayerNorm and InstanceNorm.
 
 Conventions (chapter 8): the variance used to normalize is the *biased* one (divide by n),
 ε sits inside the square root, √(σ² + ε), and ε = 1e-5 by default. BatchNorm's running
@@ -21,7 +22,7 @@ from torch import nn
 
 from mathref._validation import check_number, check_probability
 
-__all__ = ["batch_norm", "layer_norm", "rms_norm", "BatchNorm1d", "LayerNorm", "RMSNorm",
+__all__ = ["batch_norm", "layer_norm", "rms_norm", "group_norm", "BatchNorm1d", "LayerNorm", "RMSNorm",
            "BatchNormFunction", "LayerNormFunction", "RMSNormFunction"]
 
 
@@ -279,6 +280,39 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, t
         mu, var = running_mean, running_var
     shape = (1, C) if x.dim() == 2 else (1, C, 1)
     y = (x - mu.reshape(shape)) / torch.sqrt(var.reshape(shape) + eps)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """GroupNorm for x of shape (N, C, *), as ``torch.nn.functional.group_norm``: the C channels
+    are split into G = ``num_groups`` groups of C/G, and each example's group is normalized over
+    its channels and all positions,
+
+        y[n, c, ...] = γ_c (x[n, c, ...] − μ_{n,g})/√(σ²_{n,g} + ε) + β_c,   g = the group of c,
+
+    with the biased variance. G = 1 is LayerNorm over (C, *), G = C is InstanceNorm; BatchNorm
+    pools over (N, *) per channel instead, so only it mixes the examples of a batch. See chapter 8.
+    """
+    _check_tensor(x)
+    if x.dim() < 2:
+        raise ValueError(f"group_norm expects x of shape (N, C, *), got {tuple(x.shape)}")
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
+        raise ValueError(f"num_groups must be a positive int, got {num_groups!r}")
+    N, C = x.shape[:2]
+    if C % num_groups:
+        raise ValueError(f"num_groups = {num_groups} must divide the {C} channels of x")
+    for t, name in ((weight, "weight"), (bias, "bias")):
+        _check_param(t, (C,), name)
+    _check_eps(eps)
+    groups = x.reshape(N, num_groups, -1)
+    mu = groups.mean(dim=-1, keepdim=True)
+    var = ((groups - mu) ** 2).mean(dim=-1, keepdim=True)                  # biased
+    y = ((groups - mu) / torch.sqrt(var + eps)).reshape(x.shape)
+    shape = (1, C) + (1,) * (x.dim() - 2)
     if weight is not None:
         y = y * weight.reshape(shape)
     if bias is not None:

@@ -170,6 +170,41 @@ def test_batch_norm_function_gradcheck(float64_device, shape, weight):
 
 
 # ---------------------------------------------------------------- errors
+# ---------------------------------------------------------------- GroupNorm
+@pytest.mark.parametrize("shape, groups", [((4, 6, 5), 3), ((2, 8, 3, 3), 2), ((3, 4), 4),
+                                           ((2, 6, 2, 2, 2), 1)])
+def test_group_norm_matches_F_group_norm_with_gradients(float64_device, shape, groups):
+    x = randn(*shape, device=float64_device, scale=3.0, shift=1.5).requires_grad_()
+    C = shape[1]
+    weight = randn(C, device=float64_device, seed=1).requires_grad_()
+    bias = randn(C, device=float64_device, seed=2).requires_grad_()
+    ours = norm.group_norm(x, groups, weight, bias)
+    theirs = F.group_norm(x, groups, weight, bias)
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    g = randn(*shape, device=float64_device, seed=3)
+    torch.testing.assert_close(torch.autograd.grad(ours, (x, weight, bias), g),
+                               torch.autograd.grad(theirs, (x, weight, bias), g),
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_group_norm_with_one_group_is_layer_norm_and_with_c_groups_instance_norm(float64_device):
+    x = randn(3, 4, 5, 2, device=float64_device, scale=2.0, shift=-1.0)
+    torch.testing.assert_close(norm.group_norm(x, 1), F.layer_norm(x, x.shape[1:]),
+                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(norm.group_norm(x, 4), F.instance_norm(x), rtol=1e-12, atol=1e-12)
+
+
+def test_group_norm_rejects_bad_groups():
+    with pytest.raises(ValueError, match="must divide the 6 channels"):
+        norm.group_norm(torch.randn(2, 6, 3), 4)
+    with pytest.raises(ValueError, match="positive int"):
+        norm.group_norm(torch.randn(2, 6, 3), 0)
+    with pytest.raises(ValueError, match=r"\(N, C, \*\)"):
+        norm.group_norm(torch.randn(6), 1)
+    with pytest.raises(ValueError, match="weight must have shape"):
+        norm.group_norm(torch.randn(2, 6, 3), 2, weight=torch.ones(3))
+
+
 def test_bad_input_raises_clear_errors():
     x = torch.randn(2, 3, 4)
     with pytest.raises(ValueError, match=r"\(2, 3, 4\).*normalized_shape \(5,\)"):
