@@ -75,16 +75,17 @@ def _watched(answer, label, because, precision):
     return call
 
 
-def _low_precision_hint(precision, exact):
+def _low_precision_hint(precision, exact, relative):
     """The likely cause of a result close to the answer but not to rounding; ``exact`` names
-    what reaches rounding accuracy."""
+    what reaches rounding accuracy, ``relative`` is the error relative to the answer's size
+    (float32 arithmetic, unseen under the grader, is named only where it is that large)."""
     if precision.low is not None:
         return (f": close but more than rounding, and your code computed in {precision.low} "
                 f"(its rounding, about 6e-8 relative for float32, is far above the check's "
                 f"tolerance): compute in float64, the dtype of the inputs")
-    return (f": close but more than rounding, as float32 arithmetic (about 6e-8 relative) or a "
-            f"numerical approximation such as a difference quotient would be; {exact} in "
-            f"float64 is exact to rounding")
+    float32 = "float32 arithmetic (about 6e-8 relative) or " if relative > 1e-9 else ""
+    return (f": close but more than rounding, as {float32}a numerical approximation such as a "
+            f"difference quotient would be; {exact} in float64 is exact to rounding")
 
 
 def _expect_float64(got, want, what):
@@ -152,7 +153,8 @@ def check_ch04_sigmoid_backward(sigmoid_backward):
             off = abs(float(got) - t.grad.item())
             expect(not tol < off < 1e-5, f"{what}: off by {off:.2g} (the check allows "
                    f"1e-15·|grad_y|)"
-                   f"{_low_precision_hint(precision, 'grad_y·y(1 − y)')}")
+                   + _low_precision_hint(precision, "grad_y·y(1 − y)",
+                                         off / max(abs(t.grad.item()), 1e-300)))
         expect_close(got, t.grad.item(), what, rtol=0, atol=tol)
     # inside the engine: L = s·s + s·x with s = σ(x), so s and x are both used twice
     for x0 in (-1.2, 0.4):
@@ -296,7 +298,8 @@ def check_ch04_linear_tanh_vjp(linear_tanh_vjp):
             # differences per entry we tried missed by 7e-12 or more
             expect(err < 1e-14 * (1 + want.abs().max().item()), f"{name} differs from "
                    f"autograd's vector–Jacobian product by up to {err:.3g} (seed {seed})"
-                   + (_low_precision_hint(precision, "the chain rule") if err < 1e-5 else ""))
+                   + (_low_precision_hint(precision, "the chain rule",
+                                          err / want.abs().max().item()) if err < 1e-5 else ""))
     return "grad_x = (v ⊙ (1 − y²)) Wᵀ, grad_W = xᵀ (v ⊙ (1 − y²))"
 
 
@@ -392,5 +395,6 @@ def check_ch04_silu_backward(silu_backward):
     # tight: the product rule is exact to rounding, a difference quotient usually is not
     expect(err < 1e-14 * (1 + xr.grad.abs().max().item()),
            f"differs from autograd through F.silu by up to {err:.3g}"
-           + (_low_precision_hint(precision, "the derived formula") if err < 1e-5 else ""))
+           + (_low_precision_hint(precision, "the derived formula",
+                                  err / xr.grad.abs().max().item()) if err < 1e-5 else ""))
     return "the product rule: σ(x) + x·σ(x)(1 − σ(x))"
