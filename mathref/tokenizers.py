@@ -377,7 +377,7 @@ def _split_bytes(data, split):
 # -------------------------------------------------------------------- embeddings
 def _check_ids(ids, num_embeddings):
     if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"ids must be an integer tensor (int64), got "
+        raise TypeError(f"ids must be an integer tensor (int64 or int32), got "
                         f"{getattr(ids, 'dtype', type(ids).__name__)}")
     if ids.numel() and (ids.min() < 0 or ids.max() >= num_embeddings):
         raise IndexError(f"token ids must lie in [0, {num_embeddings}) for a table of "
@@ -396,7 +396,8 @@ def embed_one_hot(ids, weight):
     of E. Costs V times more than indexing; shown to make the gradient obvious. See chapter 10.
     """
     _check_ids(ids, weight.shape[0])
-    return torch.nn.functional.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight
+    one_hot = torch.nn.functional.one_hot(ids.long(), weight.shape[0])   # one_hot takes int64 only
+    return one_hot.to(weight.dtype) @ weight
 
 
 class Embedding(nn.Module):

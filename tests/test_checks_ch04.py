@@ -8,7 +8,8 @@ import torch
 from mathref import checks
 from mathref.checks import ExerciseCheckFailed
 from tests.exercises.ch04 import (sigmoid_by_richardson, sigmoid_by_richardson_wide,
-                                  silu_by_richardson, vjp_by_richardson)
+                                  silu_by_richardson, vjp_by_richardson, sigmoid_in_float32,
+                                  vjp_in_float32, silu_in_float32, silu_changing_x_in_place)
 
 
 def sigmoid_reference(x, y, grad_y):
@@ -70,7 +71,8 @@ def test_richardson_differences_are_close_but_not_at_rounding(check, answer, nam
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     with pytest.raises(ExerciseCheckFailed, match="close but more than rounding") as err:
         check(answer, generator=generator)
-    assert name in err.value.message and "float32" not in err.value.message
+    # (the message names float32 arithmetic as a possible cause, but not as the answer's dtype)
+    assert name in err.value.message and "computed in torch.float32" not in err.value.message
 
 
 def _in_float32(answer):
@@ -126,3 +128,104 @@ def test_a_copy_of_topological_order_is_not_refused_as_autograd():
     with pytest.raises(ExerciseCheckFailed, match="your solution ran topological_order") as err:
         checks.check_ch04_topological_order(copy)
     assert "without autograd" not in err.value.message
+
+
+# ---------------------------------------------------------------- the sixth read (2026-11-29)
+def sigmoid_by_expit(x, y, grad_y):           # N1: σ under its other name, as chapter 3 allows
+    s = torch.special.expit(torch.tensor(x, dtype=torch.float64))
+    return (grad_y * s * (1 - s)).item()
+
+
+def silu_by_expit(x, grad_y):
+    return grad_y * (torch.special.expit(x) * (1 + x * torch.special.expit(-x)))
+
+
+def vjp_by_linear(x, W, v):                   # N2: F.linear(δ, W) = δWᵀ
+    delta = v * (1 - torch.tanh(x @ W) ** 2)
+    return torch.nn.functional.linear(delta, W), torch.nn.functional.linear(x.T, delta.T)
+
+
+def vjp_by_inner(x, W, v):                    # N2: torch.inner(δ, W) = δWᵀ
+    delta = v * (1 - torch.tanh(x @ W) ** 2)
+    return torch.inner(delta, W), torch.inner(x.T, delta.T)
+
+
+def silu_changing_grad_y_in_place(x, grad_y):
+    # grad_y is autograd's own buffer for this call, not a saved tensor: harmless, allowed
+    s = torch.sigmoid(x)
+    return grad_y.mul_(s + x * s * (1 - s))
+
+
+ALLOWED = [(checks.check_ch04_sigmoid_backward, sigmoid_by_expit),
+           (checks.check_ch04_silu_backward, silu_by_expit),
+           (checks.check_ch04_linear_tanh_vjp, vjp_by_linear),
+           (checks.check_ch04_linear_tanh_vjp, vjp_by_inner),
+           (checks.check_ch04_silu_backward, silu_changing_grad_y_in_place)]
+
+
+@pytest.mark.parametrize("check, answer", ALLOWED, ids=[f.__name__ for _, f in ALLOWED])
+@pytest.mark.parametrize("seed", [None, 1])
+def test_sigmoid_by_its_other_name_and_products_by_any_name_pass(check, answer, seed, capsys):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    check(answer, generator=generator)
+    assert "passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("check, answer", [
+    (checks.check_ch04_sigmoid_backward, sigmoid_in_float32),
+    (checks.check_ch04_linear_tanh_vjp, vjp_in_float32),
+    (checks.check_ch04_silu_backward, silu_in_float32)])
+def test_float32_arithmetic_inside_is_named_as_the_cause(check, answer):
+    # L2: the result is float64, so the dtype check cannot see it; what ran can
+    with pytest.raises(ExerciseCheckFailed, match="close but more than rounding") as err:
+        check(answer)
+    assert "your code computed in torch.float32" in err.value.message
+    assert "compute in float64" in err.value.message
+    assert "difference quotient" not in err.value.message
+
+
+def test_changing_x_in_place_is_refused_as_that_not_as_autograd():
+    # L3: section 4.7's second bug, which the student made; the student used no autograd
+    with pytest.raises(ExerciseCheckFailed, match="changed its argument x in place") as err:
+        checks.check_ch04_silu_backward(silu_changing_x_in_place)
+    assert "autograd" not in err.value.message
+    assert "4.7" in err.value.message
+
+
+def silu_by_decomposition_table(x, grad_y):
+    from torch._decomp import decomposition_table
+    return decomposition_table[torch.ops.aten.silu_backward.default](grad_y, x)
+
+
+def test_a_lookup_of_the_refused_operator_names_it():
+    # N3: the lookup used to fail as "KeyError: <mathref.checks.core._refusing object at 0x…>"
+    with pytest.raises(ExerciseCheckFailed) as err:
+        checks.check_ch04_silu_backward(silu_by_decomposition_table)
+    message = err.value.message
+    assert "KeyError" not in message and "object at 0x" not in message
+    assert "torch.ops.aten.silu_backward" in message and "decomposition_table" in message
+    assert "product rule" in message
+
+
+def topo_by_networkx(root):
+    import networkx as nx
+    nodes, stack = {}, [root]
+    while stack:
+        v = stack.pop()
+        if id(v) not in nodes:
+            nodes[id(v)] = v
+            stack.extend(v._prev)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(nodes)
+    graph.add_edges_from((id(c), k) for k, v in nodes.items() for c in v._prev)
+    return [nodes[k] for k in nx.topological_sort(graph)]
+
+
+def test_a_graph_library_is_refused_by_its_package_with_the_exercise_reason():
+    # L7: the refusal named networkx's decorator ("func") and listed PyTorch's elementary
+    # operations (matmul, ...) as what a graph traversal may use
+    with pytest.raises(ExerciseCheckFailed, match="code from the package networkx") as err:
+        checks.check_ch04_topological_order(topo_by_networkx)
+    message = err.value.message
+    assert "elementary operations" not in message and "matmul" not in message
+    assert "depth-first search" in message and "plain Python" in message

@@ -90,3 +90,58 @@ def test_bpe_encode_rejects_greedy_longest_match_by_its_values():
     with pytest.raises(ExerciseCheckFailed) as failure:
         checks.check_ch10_bpe_encode(ch10.bpe_greedy_longest)
     assert "'ab' is never formed" in failure.value.message, failure.value.message
+
+
+class _RowsFromLists(torch.autograd.Function):
+    """The fourth read's L5: rows picked from E.tolist(), with a hand-written backward that
+    gets the gradient right (the gradient test runs it outside the rule)."""
+
+    @staticmethod
+    def forward(ctx, E, ids):
+        ctx.save_for_backward(ids)
+        ctx.V = E.shape[0]
+        rows = E.detach().tolist()
+        flat = [rows[i] for i in ids.reshape(-1).tolist()]
+        return torch.tensor(flat, dtype=E.dtype).reshape(*ids.shape, E.shape[1])
+
+    @staticmethod
+    def backward(ctx, g):
+        ids, = ctx.saved_tensors
+        return g.new_zeros(ctx.V, g.shape[-1]).index_add_(
+            0, ids.reshape(-1), g.reshape(-1, g.shape[-1])), None
+
+
+def _ints_by_products(ids):
+    """The ids as Python ints without tolist: each read by a product with a position one-hot."""
+    flat = ids.reshape(-1)
+    return [int((flat * (torch.arange(flat.numel()) == k)).sum().item()) for k in range(flat.numel())]
+
+
+def _cropped_rows(crop):
+    def lookup(ids, E):
+        V = E.shape[0]
+        rows = [crop(E, i, V) for i in _ints_by_products(ids)]
+        return torch.cat(rows).reshape(*ids.shape, E.shape[1])
+    return lookup
+
+
+@pytest.mark.parametrize("wrong, refused", [
+    (lambda ids, E: _RowsFromLists.apply(E, ids), "torch.Tensor.tolist"),
+    # a negative pad crops (the fourth read's L4), by F.pad, torch.constant_pad_nd or after a roll
+    (_cropped_rows(lambda E, i, V: torch.nn.functional.pad(E, (0, 0, -i, -(V - 1 - i)))),
+     "torch.ops.aten.constant_pad_nd"),
+    (_cropped_rows(lambda E, i, V: torch.constant_pad_nd(E, (0, 0, -i, -(V - 1 - i)))),
+     "torch.ops.aten.constant_pad_nd"),
+    (_cropped_rows(lambda E, i, V: torch.nn.functional.pad(torch.roll(E, -i, 0), (0, 0, 0, -(V - 1)))),
+     "torch.ops.aten.constant_pad_nd"),
+    (_cropped_rows(lambda E, i, V: torch.nn.ConstantPad1d((-i, -(V - 1 - i)), 0.0)(E.T).T),
+     "torch.ops.aten.constant_pad_nd"),
+], ids=["tolist-in-autograd-function", "negative-F.pad", "constant_pad_nd", "roll-then-pad",
+        "ConstantPad1d"])
+def test_one_hot_embedding_refuses_rows_taken_by_padding_or_from_lists(wrong, refused):
+    ids = torch.tensor([[3, 0], [3, 7]])
+    E = torch.randn(9, 4, dtype=torch.float64)
+    torch.testing.assert_close(wrong(ids, E), E[ids])          # right values outside the rule
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch10_one_hot_embedding(wrong)
+    assert refused in failure.value.message, failure.value.message

@@ -241,6 +241,20 @@ def test_embedding_gradients_match_nn_embedding(float64_device):
                                     (W.clone().requires_grad_(True),))
 
 
+def test_embedding_accepts_int32_ids_like_nn_embedding():
+    """int32 ids pass the ids check, so both lookups must take them (F.one_hot takes int64
+    only); oracle: F.embedding on the same int32 ids, and the int64 result."""
+    gen = torch.Generator().manual_seed(2)
+    W = torch.randn(7, 3, generator=gen, dtype=torch.float64)
+    ids64 = torch.randint(0, 7, (2, 5), generator=gen)
+    ids32 = ids64.to(torch.int32)
+    expected = F.embedding(ids32, W)
+    torch.testing.assert_close(tk.embed(ids32, W), expected, rtol=0, atol=0)
+    torch.testing.assert_close(tk.embed_one_hot(ids32, W), expected)
+    torch.testing.assert_close(tk.embed_one_hot(ids32, W), tk.embed_one_hot(ids64, W), rtol=0, atol=0)
+    assert tk.Embedding(7, 3, dtype=torch.float64)(ids32).shape == (2, 5, 3)
+
+
 def test_embedding_rejects_ids_outside_the_table():
     W = torch.randn(5, 3)
     with pytest.raises(IndexError, match="num_embeddings must exceed the largest id"):

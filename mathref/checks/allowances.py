@@ -55,7 +55,15 @@ ALLOWANCES = {
     "ch03-two-layer-backward": dict(ops=("special_expit",), mathref=("mathref.nn",),
                                     allows="torch.sigmoid (or torch.special.expit) and "
                                            "mathref.nn's forward pass and activations"),
-    "ch04-linear-tanh-vjp": dict(mathref=("mathref.nn",), allows="mathref.nn's forward pass and activations"),
+    # (chapter 4: σ by either name, as in chapter 3; the products of the VJP by any name:
+    # F.linear(δ, W) is δWᵀ and torch.inner(δ, W) the same product)
+    "ch04-sigmoid-backward": dict(ops=("special_expit",),
+                                  allows="torch.sigmoid (or torch.special.expit)"),
+    "ch04-linear-tanh-vjp": dict(ops=("linear", "inner"), mathref=("mathref.nn",),
+                                 allows="F.linear, torch.inner, and mathref.nn's forward pass "
+                                        "and activations"),
+    "ch04-silu-backward": dict(ops=("special_expit",),
+                               allows="torch.sigmoid (or torch.special.expit)"),
     # counting in plain Python or NumPy
     "ch03-parameter-count": dict(modules=("numpy",), allows="NumPy"),
     # the gradient is softmax − one-hot: both allowed

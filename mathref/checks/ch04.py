@@ -1,13 +1,17 @@
 """Checkers for chapter 4: automatic differentiation."""
+import functools
 import math
+import re
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from mathref.autograd import Value
 from mathref.calculus import check_gradients
 from mathref.checks.core import rng, uniform
 from mathref.checks.core import AUTOGRAD_FUNCTIONAL
 from mathref.checks.core import exercise, expect, expect_callable, expect_close, without_autograd
+from mathref.checks.core import CheckFailure, ForbiddenCall, _refusing
 
 __all__ = ["check_ch04_sigmoid_backward", "check_ch04_topological_order",
            "check_ch04_linear_tanh_vjp", "check_ch04_silu_backward"]
@@ -27,6 +31,61 @@ def _near(a, b, rtol=1e-9):
 
 
 _LOW_PRECISION = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class _Precision(TorchDispatchMode):
+    """Remembers the low-precision dtype of any tensor an operation makes while the answer runs
+    (float32 arithmetic inside an answer that returns float64: its rounding, about 6e-8
+    relative, is what the tight checks then see, not a difference quotient's error)."""
+
+    def __init__(self):
+        super().__init__()
+        self.low = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.low is None:
+            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                if isinstance(t, torch.Tensor) and t.dtype in _LOW_PRECISION:
+                    self.low = t.dtype
+        return out
+
+
+def _watched(answer, label, because, precision):
+    """``answer`` (already wrapped by the checker's rules) with two causes made readable:
+    low-precision arithmetic, recorded in ``precision`` (a :class:`_Precision`), and a refused
+    ``torch.ops`` operator used as a dictionary key (``decomposition_table[aten.op.default]``
+    meets the stand-in that refuses the operator, mathref.checks.core's ``_refusing``, and
+    failed as a KeyError that named neither the operator nor the reason). Under the grader the
+    answer runs in another process, where neither is seen: the messages then stay generic."""
+    @functools.wraps(answer)
+    def call(*args, **kwargs):
+        try:
+            with precision:
+                return answer(*args, **kwargs)
+        except KeyError as err:
+            key = err.args[0] if err.args else None
+            if isinstance(key, _refusing):
+                raise CheckFailure(
+                    f"your solution ran a lookup keyed by {key._forbidden_name} (in a table "
+                    f"such as torch._decomp's decomposition_table: during the check that key "
+                    f"stands for the refused operator, so the lookup fails), which {label} "
+                    f"does not allow: {because}") from None
+            raise
+    return call
+
+
+def _low_precision_hint(precision, exact, relative):
+    """The likely cause of a result close to the answer but not to rounding; ``exact`` names
+    what reaches rounding accuracy, ``relative`` is the error relative to the answer's size
+    (float32 arithmetic, unseen under the grader, is named only where it is that large)."""
+    if precision.low is not None:
+        return (f": close but more than rounding, and your code computed in {precision.low} "
+                f"(its rounding, about 6e-8 relative for float32, is far above the check's "
+                f"tolerance): compute in float64, the dtype of the inputs")
+    float32 = "float32 arithmetic (about 6e-8 relative) or " if relative > 1e-9 else ""
+    return (f": close but more than rounding, as {float32}a numerical approximation such as a "
+            f"difference quotient would be; {exact} in float64 is exact to rounding")
 
 
 def _expect_float64(got, want, what):
@@ -49,16 +108,21 @@ def _matches(got, candidate, rtol=1e-6, atol=1e-9):
                                                                 atol=atol))
 
 
+_SIGMOID_BECAUSE = "sigmoid_backward must apply σ′ = σ(1 − σ) to the output y itself"
+
+
 @exercise("ch04-sigmoid-backward",
           forbid=("mathref.nn.sigmoid_grad", "torch.ops.aten.sigmoid_backward",
                   "mathref.autograd.Value.sigmoid", "mathref.autograd.Value.backward")
           + _FINITE_DIFFERENCES + AUTOGRAD_FUNCTIONAL,
-          because="sigmoid_backward must apply σ′ = σ(1 − σ) to the output y itself")
+          because=_SIGMOID_BECAUSE)
 def check_ch04_sigmoid_backward(sigmoid_backward):
     """sigmoid_backward(x, y, grad_y) returns grad_y · σ'(x) = grad_y · y(1 − y), y = σ(x),
     without autograd."""
     expect_callable(sigmoid_backward, "sigmoid_backward(x, y, grad_y)")
-    sigmoid_backward = without_autograd(sigmoid_backward)
+    precision = _Precision()
+    sigmoid_backward = _watched(without_autograd(sigmoid_backward), "ch04-sigmoid-backward",
+                                _SIGMOID_BECAUSE, precision)
     gen = rng(1)
     drawn = [(round(uniform(gen, -6.0, 6.0), 4), round(uniform(gen, 0.5, 3.0), 4)
               * (1 if k % 2 else -1)) for k in range(24)]
@@ -87,10 +151,10 @@ def check_ch04_sigmoid_backward(sigmoid_backward):
         _expect_float64(got, t.grad.item(), what)
         if number:
             off = abs(float(got) - t.grad.item())
-            expect(not tol < off < 1e-5, f"{what}: off by {off:.2g}, close but more than "
-                   f"rounding (the check allows 1e-15·|grad_y|); grad_y·y(1 − y) is exact to "
-                   f"rounding, a numerical approximation such as a difference quotient usually "
-                   f"is not")
+            expect(not tol < off < 1e-5, f"{what}: off by {off:.2g} (the check allows "
+                   f"1e-15·|grad_y|)"
+                   + _low_precision_hint(precision, "grad_y·y(1 − y)",
+                                         off / max(abs(t.grad.item()), 1e-300)))
         expect_close(got, t.grad.item(), what, rtol=0, atol=tol)
     # inside the engine: L = s·s + s·x with s = σ(x), so s and x are both used twice
     for x0 in (-1.2, 0.4):
@@ -115,14 +179,45 @@ def _random_graph(seed):
     return pool[-1] + pool[-2] + pool[3]
 
 
+_TOPO_BECAUSE = "topo_sort must do the depth-first search itself"
+# the gate's refusal ends with what it allows, PyTorch's elementary operations: not what a graph
+# traversal is written with, so this exercise's refusals say what it asks for instead
+_GATE_REFUSAL = re.compile(r"your solution ran (?P<what>.*?) \(from (?P<where>.*?)\), which "
+                           r"ch04-topological-order does not allow")
+
+
+def _plain_python(topo_sort):
+    """``topo_sort`` with the gate's refusals reworded for a graph traversal: a third-party
+    package is named as the package (its first function's name, often a decorator's wrapper
+    such as networkx's ``func``, says nothing), and the exercise's own reason ends them."""
+    @functools.wraps(topo_sort)
+    def call(root):
+        try:
+            return topo_sort(root)
+        except ForbiddenCall as refusal:
+            found = _GATE_REFUSAL.match(str(refusal))
+            if found is None:
+                raise
+            what, where = found["what"], found["where"]
+            ran = (f"code from {where} (its function {what})" if where.startswith("the package")
+                   else f"{what} (from {where})")
+            raise CheckFailure(
+                f"your solution ran {ran}, which ch04-topological-order does not allow: "
+                f"{_TOPO_BECAUSE}, in plain Python over each node's _prev with a set of visited "
+                f"nodes (no graph library, and not the engine's own topological_order or "
+                f"backward)") from None
+    return call
+
+
 @exercise("ch04-topological-order",
           forbid=("mathref.autograd.topological_order", "mathref.autograd.Value.backward",
                   "graphlib.TopologicalSorter.prepare", "graphlib.TopologicalSorter.static_order",
                   "graphlib.TopologicalSorter.get_ready", "graphlib.TopologicalSorter.done"),
-          because="topo_sort must do the depth-first search itself")
+          because=_TOPO_BECAUSE)
 def check_ch04_topological_order(topo_sort):
     """topo_sort(root) lists every node of root's graph once, each after all its children."""
     expect_callable(topo_sort, "topo_sort(root)")
+    topo_sort = _plain_python(topo_sort)
     a = Value(2.0)
     b = a * a
     c = b + a
@@ -161,14 +256,19 @@ def _vjp_inputs(seed):
     return x, W, v
 
 
+_VJP_BECAUSE = "linear_tanh_vjp must apply the chain rule itself, with matrix products"
+
+
 @exercise("ch04-linear-tanh-vjp",
           forbid=("torch.ops.aten.tanh_backward", "mathref.nn.mlp_backward") + _FINITE_DIFFERENCES
           + AUTOGRAD_FUNCTIONAL,
-          because="linear_tanh_vjp must apply the chain rule itself, with matrix products")
+          because=_VJP_BECAUSE)
 def check_ch04_linear_tanh_vjp(linear_tanh_vjp):
     """linear_tanh_vjp(x, W, v) returns (vᵀ∂y/∂x, vᵀ∂y/∂W) for y = tanh(xW)."""
     expect_callable(linear_tanh_vjp, "linear_tanh_vjp(x, W, v)")
-    by_hand = without_autograd(linear_tanh_vjp)   # "no autograd": matrix products only
+    precision = _Precision()
+    by_hand = _watched(without_autograd(linear_tanh_vjp), "ch04-linear-tanh-vjp", _VJP_BECAUSE,
+                       precision)                   # "no autograd": matrix products only
     for seed in (0, 1):
         x, W, v = _vjp_inputs(seed)
         got = by_hand(x.clone(), W.clone(), v.clone())
@@ -198,9 +298,8 @@ def check_ch04_linear_tanh_vjp(linear_tanh_vjp):
             # differences per entry we tried missed by 7e-12 or more
             expect(err < 1e-14 * (1 + want.abs().max().item()), f"{name} differs from "
                    f"autograd's vector–Jacobian product by up to {err:.3g} (seed {seed})"
-                   + (": close but more than rounding, as a numerical approximation such as a "
-                      "difference quotient would be; the chain rule gives it to rounding"
-                      if err < 1e-5 else ""))
+                   + (_low_precision_hint(precision, "the chain rule",
+                                          err / want.abs().max().item()) if err < 1e-5 else ""))
     return "grad_x = (v ⊙ (1 − y²)) Wᵀ, grad_W = xᵀ (v ⊙ (1 − y²))"
 
 
@@ -218,17 +317,45 @@ def _silu_function(backward_fn):
     return SiLU.apply
 
 
+_SILU_BECAUSE = ("derive SiLU's derivative with the product rule; F.silu's backward, or "
+                 "differences of SiLU, would do it for you")
+
+
+def _keeping_x(backward):
+    """``backward`` refused when it changes its argument x in place: in the check's
+    autograd.Function, x is the input SiLU saved for backward (section 4.7's second bug)."""
+    @functools.wraps(backward)
+    def call(x, grad_y):
+        version = x._version
+        try:
+            out = backward(x, grad_y)
+        except Exception:
+            if x._version != version:
+                raise CheckFailure(_IN_PLACE) from None
+            raise
+        expect(x._version == version, _IN_PLACE)
+        return out
+    return call
+
+
+_IN_PLACE = ("your silu_backward changed its argument x in place (x.mul_, x += …, x[...] = …): "
+             "x is the tensor the forward saved for backward, the caller's input itself, so "
+             "the change corrupts it (section 4.7's second bug). Compute into new tensors "
+             "(x * s, not x.mul_(s))")
+
+
 @exercise("ch04-silu-backward",
           forbid=("torch.nn.functional.silu", "torch.ops.aten.silu", "torch.ops.aten.silu_",
                   "torch.ops.aten.silu_backward", "mathref.nn.silu", "mathref.nn.silu_grad")
           + _FINITE_DIFFERENCES + AUTOGRAD_FUNCTIONAL,
-          because="derive SiLU's derivative with the product rule; F.silu's backward, or "
-                  "differences of SiLU, would do it for you")
+          because=_SILU_BECAUSE)
 def check_ch04_silu_backward(silu_backward):
     """silu_backward(x, grad_y) returns grad_y · (σ(x) + x σ(x)(1 − σ(x))), derived: without
     autograd, F.silu's backward, the course's finite-difference helpers or complex tensors."""
     expect_callable(silu_backward, "silu_backward(x, grad_y)")
-    silu_backward = without_autograd(silu_backward)
+    precision = _Precision()
+    silu_backward = _keeping_x(_watched(without_autograd(silu_backward), "ch04-silu-backward",
+                                        _SILU_BECAUSE, precision))
     silu = _silu_function(silu_backward)
     gen = rng(0)
     x = torch.randn(7, generator=gen, dtype=torch.float64) * 3
@@ -268,7 +395,6 @@ def check_ch04_silu_backward(silu_backward):
     # tight: the product rule is exact to rounding, a difference quotient usually is not
     expect(err < 1e-14 * (1 + xr.grad.abs().max().item()),
            f"differs from autograd through F.silu by up to {err:.3g}"
-           + (": close but more than rounding, as a numerical approximation such as a "
-              "difference quotient would be; the derived formula is exact to rounding"
-              if err < 1e-5 else ""))
+           + (_low_precision_hint(precision, "the derived formula",
+                                  err / xr.grad.abs().max().item()) if err < 1e-5 else ""))
     return "the product rule: σ(x) + x·σ(x)(1 − σ(x))"

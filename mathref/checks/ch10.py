@@ -115,7 +115,14 @@ _ONE_HOT_SHORTCUTS = (
     "torch.ops.aten.unsafe_split_with_sizes", "torch.ops.aten.as_strided",
     "torch.ops.aten.masked_select", "torch.Tensor.split", "torch.split", "torch.Tensor.chunk",
     "torch.chunk", "torch.Tensor.tensor_split", "torch.tensor_split", "torch.Tensor.narrow",
-    "torch.narrow")
+    "torch.narrow",
+    # ... and two detours around that rule. Padding: a negative pad crops, so F.pad(E, (0, 0,
+    # -i, -(V - 1 - i))) is E[i:i + 1] under another name (aten.constant_pad_nd, which F.pad,
+    # torch.constant_pad_nd and nn.ConstantPad*d all run; the other pad modes are not
+    # elementary). Tensor.tolist: the table as Python lists, indexed in Python (inside an
+    # autograd.Function whose backward the student writes, it even passes the gradient test).
+    # The one-hot construction needs neither.
+    "torch.ops.aten.constant_pad_nd", "torch.ops.aten.pad", "torch.Tensor.tolist")
 
 
 _SHAPES = re.compile(r"\((\d+)x(\d+) and (\d+)x(\d+)\)")
@@ -182,14 +189,17 @@ def _expect_rows(got, E, ids, what, rtol, atol):
 @exercise("ch10-one-hot-embedding", forbid=_ONE_HOT_SHORTCUTS,
           because="the exercise multiplies one-hot vectors by E instead of selecting rows by index "
                   "(E[ids], torch.eye(V)[ids], index_select, gather, F.embedding) or one at a "
-                  "time (E[i], slices, narrow, unbind, split, iterating over a tensor; refused on "
-                  "ids too: build all one-hot vectors at once); F.one_hot is allowed")
+                  "time (E[i], slices, narrow, unbind, split, iterating over a tensor, F.pad, "
+                  "whose negative pads crop, and tolist; refused on ids too: build all one-hot "
+                  "vectors at once); F.one_hot is allowed")
 def check_ch10_one_hot_embedding(embed_one_hot):
     """embed_one_hot(ids, E): one_hot(ids, V) @ E with V = E.shape[0], shape [..., d] and E's
     dtype (float64 and float32 tables), computed without indexing: advanced indexing
-    (aten.index), index_select, gather, F.embedding, and the operators that take one row or
-    slice at a time (select, slice, narrow, unbind, split, as_strided, masked_select) are refused
-    while the answer runs."""
+    (aten.index), index_select, gather, F.embedding, the operators that take one row or
+    slice at a time (select, slice, narrow, unbind, split, as_strided, masked_select), padding
+    (a negative pad crops) and Tensor.tolist (rows picked from Python lists) are refused while
+    the answer runs. Not refused: other routes to Python numbers, such as item() of a
+    reduction."""
     expect_callable(embed_one_hot, "embed_one_hot(ids, E)")
     gen = rng(10)
     E = torch.randn(12, 5, generator=gen, dtype=torch.float64)

@@ -394,3 +394,62 @@ def silu_by_complex_step(x, grad_y):   # Im f(x + ih)/h: a numerical derivative,
 
 
 WRONG_ANSWERS["ch04-silu-backward"].append(silu_by_complex_step)
+
+
+# ---------------------------------------------------------------- the sixth read (N1–N3, L2, L3)
+# σ under its other name, torch.special.expit, as chapter 3 allows it; the products of the VJP as
+# F.linear (δWᵀ) and torch.inner (the same product)
+RIGHT_ANSWERS["ch04-sigmoid-backward"].append(
+    "import torch\n\n"
+    "def sigmoid_backward(x, y, grad_y):\n"
+    "    s = torch.special.expit(torch.tensor(x, dtype=torch.float64))\n"
+    "    return (grad_y * s * (1 - s)).item()\n")
+RIGHT_ANSWERS["ch04-silu-backward"].append(
+    "import torch\n\n"
+    "def silu_backward(x, grad_y):\n"
+    "    return grad_y * (torch.special.expit(x) * (1 + x * torch.special.expit(-x)))\n")
+RIGHT_ANSWERS["ch04-linear-tanh-vjp"] += [
+    "import torch\n"
+    "import torch.nn.functional as F\n\n"
+    "def linear_tanh_vjp(x, W, v):\n"
+    "    y = torch.tanh(F.linear(x, W.T))\n"
+    "    delta = v * (1 - y * y)\n"
+    "    return F.linear(delta, W), F.linear(x.T, delta.T)\n",
+    "import torch\n\n"
+    "def linear_tanh_vjp(x, W, v):\n"
+    "    y = torch.tanh(x @ W)\n"
+    "    delta = v * (1 - y * y)\n"
+    "    return torch.inner(delta, W), torch.inner(x.T, delta.T)\n"]
+# PyTorch's decomposition of the refused operator, looked up by the operator
+SHORTCUTS["ch04-silu-backward"].append(
+    "import torch\n"
+    "from torch._decomp import decomposition_table\n\n"
+    "def silu_backward(x, grad_y):\n"
+    "    return decomposition_table[torch.ops.aten.silu_backward.default](grad_y, x)\n")
+
+
+def sigmoid_in_float32(x, y, grad_y):         # the right formula, computed in float32 inside
+    s = torch.sigmoid(torch.tensor(x, dtype=torch.float32))
+    return (grad_y * s * (1 - s)).item()
+
+
+def vjp_in_float32(x, W, v):
+    y = torch.tanh((x @ W).float()).double()
+    delta = v * (1 - y * y)
+    return delta @ W.T, x.T @ delta
+
+
+def silu_in_float32(x, grad_y):
+    s = torch.sigmoid(x.float()).double()
+    return grad_y * (s + x * s * (1 - s))
+
+
+def silu_changing_x_in_place(x, grad_y):     # right values, but the saved input is overwritten
+    s = torch.sigmoid(x)
+    x.mul_(s * (1 - s))
+    return grad_y * (s + x)
+
+
+WRONG_ANSWERS["ch04-sigmoid-backward"].append(sigmoid_in_float32)
+WRONG_ANSWERS["ch04-linear-tanh-vjp"].append(vjp_in_float32)
+WRONG_ANSWERS["ch04-silu-backward"] += [silu_in_float32, silu_changing_x_in_place]

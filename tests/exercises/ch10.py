@@ -380,6 +380,40 @@ SHORTCUTS = {
         "def one_hot_lookup(ids, E):\n"
         "    mask = torch.ones(*ids.shape, 1, dtype=torch.bool)\n"
         "    return torch.ops.aten._unsafe_masked_index(E, mask, [ids], 0.0)\n",
+        # a negative pad crops: row i as F.pad(E, (0, 0, -i, -(V - 1 - i))) (the fourth read's
+        # L4; the ids read without tolist, each by a product with a position one-hot)
+        "import torch\n"
+        "import torch.nn.functional as F\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    flat, V = ids.reshape(-1), E.shape[0]\n"
+        "    n = flat.numel()\n"
+        "    ints = [int((flat * (torch.arange(n) == k)).sum().item()) for k in range(n)]\n"
+        "    rows = [F.pad(E, (0, 0, -i, -(V - 1 - i))) for i in ints]\n"
+        "    return torch.cat(rows).reshape(*ids.shape, E.shape[1])\n",
+        "import torch\n"
+        "import torch.nn.functional as F\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    V = E.shape[0]\n"
+        "    rows = [F.pad(torch.roll(E, -i, 0), (0, 0, 0, -(V - 1))) for i in ids.reshape(-1).tolist()]\n"
+        "    return torch.cat(rows).reshape(*ids.shape, E.shape[1])\n",
+        # the table as Python lists inside an autograd.Function with a hand-written backward
+        # (the fourth read's L5: it passes the values and the gradient test)
+        "import torch\n\n"
+        "class Rows(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, E, ids):\n"
+        "        ctx.save_for_backward(ids)\n"
+        "        ctx.V = E.shape[0]\n"
+        "        rows = E.detach().tolist()\n"
+        "        flat = [rows[i] for i in ids.reshape(-1).tolist()]\n"
+        "        return torch.tensor(flat, dtype=E.dtype).reshape(*ids.shape, E.shape[1])\n\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        ids, = ctx.saved_tensors\n"
+        "        flat_g = g.reshape(-1, g.shape[-1])\n"
+        "        return g.new_zeros(ctx.V, g.shape[-1]).index_add_(0, ids.reshape(-1), flat_g), None\n\n"
+        "def one_hot_lookup(ids, E):\n"
+        "    return Rows.apply(E, ids)\n",
     ],
     "ch10-bpe-encode": [
         "from mathref.tokenizers import BPETokenizer\n\n"
