@@ -27,3 +27,19 @@ def test_a_derivative_taken_entry_by_entry_in_python_is_stopped_by_the_line_budg
         CHECKS["ch11-softmax-backward"](ch11.softmax_bw_python_int_fixed_point)
     message = failure.value.message
     assert "16 rows of 4096 scores" in message and "50,000 lines of Python" in message, message
+
+
+def _softmax_backward_in_float32(P, G_P, cast_back):
+    P32, G32 = P.float(), G_P.float()
+    G_S = P32 * (G32 - (G32 * P32).sum(-1, keepdim=True))
+    return G_S.double() if cast_back else G_S
+
+
+@pytest.mark.parametrize("cast_back", [False, True], ids=["float32-result", "cast-back"])
+def test_a_float32_answer_is_told_it_is_float32_rounding(cast_back):
+    """The fifth read's L5: a float32 softmax backward was refused with a bare mismatch of about
+    3e-8 that named no cause."""
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch11-softmax-backward"](lambda P, G_P: _softmax_backward_in_float32(P, G_P, cast_back))
+    message = failure.value.message
+    assert "float32" in message and "compute in float64" in message, message

@@ -108,19 +108,10 @@ _ALLOWED_MODULE_COPIES = [
     "import types\n"
     "sb = types.FunctionType(A.softmax_backward.__code__, A.softmax_backward.__globals__, 'sb')\n",
     "def sb(p, grad_p):\n    pass\n\nsb.__code__ = A.softmax_backward.__code__\n",
-    # renamed: the fingerprint leaves out the function's own name (the fifth read of chapter 12
-    # found a one-token rename of P.rope_cache accepted)
-    "import types\n"
-    "sb = types.FunctionType(A.softmax_backward.__code__.replace(co_name='sb', co_qualname='sb'),"
-    " A.softmax_backward.__globals__)\n",
-    "import inspect\nspace = dict(vars(A))\n"
-    "exec(inspect.getsource(A.softmax_backward).replace('def softmax_backward', 'def sb'), space)\n"
-    "sb = space['sb']\n",
 ]
 
 
-@pytest.mark.parametrize("copy", _ALLOWED_MODULE_COPIES,
-                         ids=["FunctionType", "code-swap", "renamed-code", "renamed-source"])
+@pytest.mark.parametrize("copy", _ALLOWED_MODULE_COPIES, ids=["FunctionType", "code-swap"])
 def test_a_copy_of_a_forbidden_function_in_an_allowed_module_is_refused(copy, capsys):
     label = "ch11-gqa-backward"
     with pytest.raises(ExerciseCheckFailed) as failure:

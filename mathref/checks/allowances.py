@@ -16,6 +16,9 @@ SILU = ("silu", "silu_")
 EMBEDDING = ("embedding",)
 CROSS_ENTROPY = ("cross_entropy_loss", "nll_loss", "nll_loss_forward", "nll_loss_nd",
                  "nll_loss2d_forward")
+FOREACH = tuple(f"_foreach_{op}{inplace}" for op in (
+    "add", "sub", "mul", "div", "addcmul", "addcdiv", "sqrt", "lerp", "neg", "reciprocal",
+    "pow", "maximum", "minimum", "abs") for inplace in ("", "_")) + ("_foreach_copy_",)
 # a training step's backward pass runs the backward kernels of what its forward ran
 BACKWARD = ("nll_loss_backward", "_log_softmax_backward_data", "_softmax_backward_data",
             "silu_backward", "tanh_backward", "embedding_backward", "embedding_dense_backward")
@@ -72,6 +75,11 @@ ALLOWANCES = {
     # ‖g‖ by any name (matrix_norm's SVD-based orders stay refused: _linalg_svd is not here)
     "ch06-clip-global-norm": dict(ops=("linalg_norm", "linalg_matrix_norm"),
                                   allows="torch.linalg.norm, vector_norm and matrix_norm"),
+    # the elementwise arithmetic applied to a list of tensors at once (torch._foreach_*: what
+    # foreach=True runs, cell 31's "same arithmetic"); the fused kernels and the optimizers'
+    # own functions stay refused by name
+    "ch06-adam-step": dict(ops=FOREACH, allows="the torch._foreach_* arithmetic"),
+    "ch06-adamw-step": dict(ops=FOREACH, allows="the torch._foreach_* arithmetic"),
     # Muon's normalization, the Frobenius norm (also as √tr(GGᵀ)), and matrix products by any
     # name: matrix_power (a negative power runs linalg_inv, not here) and multi_dot. SVD, eigh,
     # QR and torch's own Newton–Schulz stay refused (not here, and forbidden by name)

@@ -221,7 +221,25 @@ def expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10, tensor_only=Fals
         g, w = got[i].item(), want[i].item()
         ratio = f" (ratio {g / w:.4g})" if w != 0 else ""
         raise CheckFailure(f"{what}: at index {list(i)} expected {w:.10g}, got {g:.10g}{ratio}; "
-                           f"largest difference {(got - want).abs().max().item():.3g}")
+                           f"largest difference {(got - want).abs().max().item():.3g}"
+                           f"{_precision_hint(got, want, atol)}")
+
+
+_LOW_PRECISION = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _precision_hint(got, want, atol):
+    """A likely cause when a float64 check is missed by a float32-sized error."""
+    if want.dtype != torch.float64 or not got.is_floating_point():
+        return ""
+    if got.dtype in _LOW_PRECISION:
+        return f". Your result is {got.dtype}: compute in float64"
+    relative = ((got - want).abs() / want.abs().clamp_min(max(atol, 1e-300))).max().item()
+    if 1e-9 < relative < 1e-5:
+        return (f". A difference this small (relative {relative:.1g}) is the size of float32 "
+                f"rounding, about 6e-8: if your code computes in float32 anywhere, compute in "
+                f"float64")
+    return ""
 
 
 # torch.func's differentiating transforms: under inference mode some torch versions raise and

@@ -292,11 +292,14 @@ def _importing(frame):
 
 
 def _fingerprint(code):
-    """What a function's code is, whatever file or line it was compiled from and whatever it is
-    called (the bytes of co_code differ between a .pyc and a fresh compile, so the names it
-    uses, its variables and constants; not its own name, which a copy can change)."""
+    """What a function's code is, whatever file or line it was compiled from (the bytes of
+    co_code differ between a .pyc and a fresh compile, so names, variables and constants). Its
+    own name is part of it: without it, an answer written the obvious way (chapter 13's two-line
+    pre-norm block) has the fingerprint of the library function it may not call, and is
+    refused as a copy. So a copy renamed on purpose gets through here; under the grader a
+    solution cell cannot build one (exec, inspect, types and dunder access are refused there)."""
     consts = tuple(c for c in code.co_consts if not hasattr(c, "co_code"))
-    return (code.co_argcount, code.co_names, code.co_varnames, consts)
+    return (code.co_name, code.co_argcount, code.co_names, code.co_varnames, consts)
 
 
 _LIBRARY = {}    # fingerprint -> the mathref modules that define a function with it

@@ -446,3 +446,21 @@ if hasattr(torch.optim, "_muon") or importlib.util.find_spec("torch.optim._muon"
         "    finally:\n"
         "        torch.Tensor.bfloat16 = cast\n",
     ]
+
+# torch._foreach_*: the same elementwise arithmetic on lists of tensors (what foreach=True runs;
+# the fourth read found it refused)
+_FOREACH_ADAM_CORE = (
+    "    (m,), (v,), (theta,) = [m], [v], [theta]\n"
+    "    torch._foreach_lerp_([m], [grad], 1 - beta1)\n"
+    "    torch._foreach_mul_([v], beta2)\n"
+    "    torch._foreach_addcmul_([v], [grad], [grad], value=1 - beta2)\n"
+    "    (denom,) = torch._foreach_sqrt([v])\n"
+    "    torch._foreach_div_([denom], math.sqrt(1 - beta2 ** t))\n"
+    "    torch._foreach_add_([denom], eps)\n"
+    "    torch._foreach_addcdiv_([theta], [m], [denom], value=-lr / (1 - beta1 ** t))\n"
+    "    return theta, m, v\n")
+RIGHT_ANSWERS["ch06-adam-step"].append(
+    "def adam_step(theta, grad, m, v, t, lr, beta1, beta2, eps):\n" + _FOREACH_ADAM_CORE)
+RIGHT_ANSWERS["ch06-adamw-step"].append(
+    "def adamw_step(theta, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
+    "    torch._foreach_mul_([theta], 1 - lr * weight_decay)\n" + _FOREACH_ADAM_CORE)
