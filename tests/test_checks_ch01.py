@@ -217,3 +217,64 @@ def test_special_cases_in_the_wrong_order_fail():
     message = _steps_failure(wrong.steps_special_cases_in_wrong_order)
     assert message.startswith("x0=0.5, η=0.5, tol=1.0: expected 0 steps, got 1"), message
     assert "|x0| ≤ tol already" in message
+
+
+def test_a_recursion_once_per_step_is_told_so_not_that_it_replaced_a_hook():
+    # the 2·10¹⁰-step case raises RecursionError inside the gate's profile hook, which CPython
+    # then removes: the gate used to report that as "ran sys.setprofile"
+    message = _steps_failure(wrong.steps_by_recursion)
+    assert message.startswith("x0=1.0, η=5.820766091346741e-11, tol=0.1: your function stopped "
+                              "with a RecursionError (here k = 19779055341)"), message
+    assert "setprofile" not in message and "hook" not in message
+
+
+def test_a_refusal_that_is_no_recursion_keeps_its_message():
+    message = _steps_failure(wrong.steps_by_running_descent)
+    assert "still running after 200,000 lines" in message and "Recursion" not in message
+
+
+# Cell 63's statement: NumPy's functions, fractions and decimal's methods are refused; NumPy's
+# ufuncs, NumPy scalars and Decimal numbers under operators are not (the gate sees calls, not
+# arithmetic inside C types). Both halves are tested, so the statement stays true.
+def _np_mean(f, x, h):
+    import numpy as np
+    return float(np.mean([f(x + h) / h, -f(x - h) / h]))
+
+
+def _fractions(f, x, h):
+    from fractions import Fraction
+    return float((Fraction(f(x + h)) - Fraction(f(x - h))) / (2 * Fraction(h)))
+
+
+def _decimal_method(f, x, h):
+    from decimal import Decimal
+    return float((Decimal(f(x + h)) - Decimal(f(x - h))).fma(1, 0) / (2 * Decimal(h)))
+
+
+def _np_ufunc(f, x, h):
+    import numpy as np
+    return float(np.subtract(f(x + h), f(x - h)) / (2 * h))
+
+
+def _np_scalar(f, x, h):
+    import numpy as np
+    return float((np.float64(f(x + h)) - f(x - h)) / (2 * h))
+
+
+def _decimal_operators(f, x, h):
+    from decimal import Decimal
+    return float((Decimal(f(x + h)) - Decimal(f(x - h))) / (2 * Decimal(h)))
+
+
+@pytest.mark.parametrize("answer, named", [(_np_mean, "numpy"), (_fractions, "fractions"),
+                                           (_decimal_method, "decimal")])
+def test_what_the_exercise_statement_says_is_refused_is_refused(answer, named):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_central_difference(answer)
+    assert "does not allow" in failure.value.message and named in failure.value.message
+
+
+@pytest.mark.parametrize("answer", [_np_ufunc, _np_scalar, _decimal_operators])
+def test_what_the_exercise_statement_says_is_not_refused_passes(answer, capsys):
+    checks.check_ch01_central_difference(answer)
+    assert "✅ ch01-central-difference: passed" in capsys.readouterr().out

@@ -299,6 +299,21 @@ def _whole_number(value):
     return None
 
 
+def _recursion_failure(err, where, expected):
+    """A readable failure for an answer that recursed once per step. Python's recursion limit
+    stops it, often inside the gate's profile hook, which CPython then removes: the gate then
+    reports a hook "replaced" (a ForbiddenCall naming sys.setprofile), and the RecursionError is
+    only that failure's context. (Under the grader the RecursionError itself comes back from the
+    student's process.) Returns without raising for any other failure."""
+    recursed = isinstance(err, RecursionError) or isinstance(err.__context__, RecursionError)
+    if recursed:
+        raise CheckFailure(
+            f"{where}: your function stopped with a RecursionError (here k = {expected}): a "
+            f"function that calls itself once per step is a loop over the steps in disguise, and "
+            f"Python's recursion limit stops it before k calls; the closed form answers "
+            f"instantly") from None
+
+
 @exercise("ch01-steps-to-tolerance", forbid=_RUNS_GRADIENT_DESCENT,
           because="count the steps from the closed form |x_k| = |1 − 2η|^k·|x₀|, not by running "
                   "gradient descent")
@@ -337,6 +352,9 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
         where = f"x0={x0}, η={lr}, tol={tol}"
         try:
             raw, endless = with_line_budget(steps_to_tolerance, (x0, lr, tol))
+        except (RecursionError, CheckFailure) as err:
+            _recursion_failure(err, where, expected)
+            raise
         except (ZeroDivisionError, ValueError, OverflowError) as err:
             r = abs(1 - 2 * lr)
             raised = f"{where}: your code raised {type(err).__name__}: {err}"

@@ -100,6 +100,17 @@ def steps_by_multiplying(x0, lr, tol):       # the closed form, one multiplicati
     return k
 
 
+def steps_by_recursion(x0, lr, tol, k=0):   # one call per step: right on small cases, not 2·10¹⁰ deep
+    if abs(x0) <= tol:
+        return k
+    r = abs(1 - 2 * lr)
+    if r == 0:
+        return k + 1
+    if r >= 1:
+        return math.inf
+    return steps_by_recursion(abs(x0) * r, lr, tol, k + 1)
+
+
 def _eigenvalues(H):
     lam = torch.linalg.eigvalsh(H)
     return float(lam.min()), float(lam.max())
@@ -149,7 +160,8 @@ WRONG_ANSWERS = {
                                 step_float32_eigenvalues],
     "ch01-steps-to-tolerance": [steps_float_not_ceiled, steps_no_divergence_case,
                                 steps_off_by_one, steps_ceil_of_logs, steps_ceil_with_epsilon,
-                                steps_by_running_descent, steps_by_multiplying],
+                                steps_by_running_descent, steps_by_multiplying,
+                                steps_by_recursion],
 }
 
 
