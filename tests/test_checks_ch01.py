@@ -278,3 +278,15 @@ def test_what_the_exercise_statement_says_is_refused_is_refused(answer, named):
 def test_what_the_exercise_statement_says_is_not_refused_passes(answer, capsys):
     checks.check_ch01_central_difference(answer)
     assert "✅ ch01-central-difference: passed" in capsys.readouterr().out
+
+
+def test_a_numpy_float32_result_is_told_its_dtype():
+    # the read's NumPy float32 scalar used to get a bare "expected 6.76, got 6.760001183"
+    def central_numpy_float32(f, x, h):
+        import numpy as np
+        return (f(np.float32(x + h)) - f(np.float32(x - h))) / np.float32(2 * h)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_central_difference(central_numpy_float32)
+    message = failure.value.message
+    assert message.startswith("d/dx x³ at x=-1.5 with h=0.1: expected 6.76, got 6.760001"), message
+    assert "your result is a NumPy float32" in message
