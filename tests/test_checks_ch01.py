@@ -290,3 +290,26 @@ def test_a_numpy_float32_result_is_told_its_dtype():
     message = failure.value.message
     assert message.startswith("d/dx x³ at x=-1.5 with h=0.1: expected 6.76, got 6.760001"), message
     assert "your result is a NumPy float32" in message
+
+
+def test_a_strict_first_test_is_told_its_comparison_not_its_order():
+    # it used to be told to "test that before the cases of η", which it does
+    message = _steps_failure(wrong.steps_strict_first_test)
+    assert message.startswith("x0=-0.5, η=1.5, tol=0.5: expected 0 steps, got inf"), message
+    assert "strict <" in message and "before the cases of η" not in message
+
+
+@pytest.mark.parametrize("answer", [wrong.steps_settled_with_strict_comparison,
+                                    wrong.steps_floor_plus_one])
+def test_one_too_many_at_every_tie_is_not_blamed_on_rounding(answer):
+    # a clean tie (x0 = 1, η = 0.25, tol = 0.25: the logarithms' quotient is exactly 2.0) tells
+    # a rule that counts one too many apart from a ceiling of rounded logarithms
+    message = _steps_failure(answer)
+    assert "expected 29 steps, got 30" in message and "equality included" in message, message
+    assert "rounding is not the cause" in message and "a ceiling of it alone" not in message
+
+
+def test_a_ceiling_of_rounded_logarithms_is_still_told_about_rounding():
+    message = _steps_failure(wrong.steps_ceil_of_logs)
+    assert "a ceiling of it alone is one too many" in message, message
+    assert "rounding is not the cause" not in message

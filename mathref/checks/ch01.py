@@ -304,6 +304,23 @@ def _whole_number(value):
     return None
 
 
+def _steps_or_none(steps_to_tolerance, args):
+    """The answer's count for one more case, or None if it fails there in any way (a probe for
+    a hint, never a verdict)."""
+    try:
+        raw, endless = with_line_budget(steps_to_tolerance, args)
+    except Exception:
+        return None
+    return None if endless else _whole_number(raw)
+
+
+def _clean_tie(steps_to_tolerance):
+    """The answer's count at a tie where nothing is rounded: |x_k| = 2⁻ᵏ reaches tol = 0.25 at
+    k = 2, and log, log2 and log10 all give the quotient 2.0 exactly. A ceiling of the logarithms
+    answers 2 there; a strict comparison or floor + 1 answers 3."""
+    return _steps_or_none(steps_to_tolerance, (1.0, 0.25, 0.25))
+
+
 def _recursion_failure(err, where, expected):
     """A readable failure for an answer that recursed once per step. Python's recursion limit
     stops it, often inside the gate's profile hook, which CPython then removes: the gate then
@@ -403,6 +420,14 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
                         f"k = {expected} already meets |x_k| ≤ tol, equality included{logs}; "
                         f"check the candidate and the step before it with the closed form "
                         f"|x0|·|1 − 2η|^k ≤ tol)")
+                if _clean_tie(steps_to_tolerance) == 3:
+                    hint = (f" (off by one: here |x0|·|1 − 2η|^{expected} equals tol exactly, so "
+                            f"k = {expected} already meets |x_k| ≤ tol, equality included. Your "
+                            f"function also returns 3 for x0=1.0, η=0.25, tol=0.25, where "
+                            f"|x_2| = tol exactly and the quotient of the logarithms is exactly "
+                            f"2.0, so rounding is not the cause: a strict < where the closed form "
+                            f"has ≤, or floor + 1 in place of the ceiling, counts one step too "
+                            f"many at every tie)")
             elif (got == expected - 1 and expected <= 10_000
                   and x_exact * r_exact ** got <= Fraction(tol) * (1 + Fraction(1, 10 ** 9))):
                 excess = float(x_exact * r_exact ** got / Fraction(tol) - 1)
@@ -425,5 +450,10 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
             if expected == 0:
                 hint = (" (|x0| ≤ tol already: no step is needed, whatever η; test that before "
                         "the cases of η)")
+                if abs(x0) == tol and _steps_or_none(steps_to_tolerance, (0.25, 1.5, 0.5)) == 0:
+                    # the order is right (|x0| < tol is answered before η), the comparison not
+                    hint = (" (|x0| equals tol here, and |x_0| ≤ tol counts equality: 0 steps; "
+                            "your function does return 0 for x0=0.25, η=1.5, tol=0.5, so its "
+                            "first test likely compares with a strict <)")
             expect(got == expected, f"{where}: expected {expected} steps, got {raw!r}{hint}")
     return "including η = 0.5 (one step), η = 1 (never), η > 1 (never) and exact ties"
