@@ -313,3 +313,62 @@ def test_a_ceiling_of_rounded_logarithms_is_still_told_about_rounding():
     message = _steps_failure(wrong.steps_ceil_of_logs)
     assert "a ceiling of it alone is one too many" in message, message
     assert "rounding is not the cause" not in message
+
+
+def test_a_table_of_answers_keyed_by_the_trace_fails_under_the_graders_generator(capsys):
+    # read 7's carried L6: the fixed eigenvalues made the trace a key to the answer
+    table = {}
+
+    def recording(H):
+        lam = torch.linalg.eigvalsh(H)
+        lo, hi = float(lam[0]), float(lam[-1])
+        table[round(float(H.diagonal().sum()), 6)] = (2 / (lo + hi), (hi - lo) / (hi + lo))
+        return table[round(float(H.diagonal().sum()), 6)]
+
+    def lookup(H):
+        return table[round(float(H.diagonal().sum()), 6)]
+
+    checks.check_ch01_best_constant_step(recording)
+    checks.check_ch01_best_constant_step(lookup)              # the notebook's inputs: passes
+    assert capsys.readouterr().out.count("✅ ch01-best-constant-step: passed") == 2
+    for seed in (12345, 2026):
+        with pytest.raises(ExerciseCheckFailed, match="KeyError"):
+            checks.check_ch01_best_constant_step(lookup, generator=torch.Generator().manual_seed(seed))
+        checks.check_ch01_best_constant_step(recording, generator=torch.Generator().manual_seed(seed))
+
+
+def _best_step_from(extremes):
+    def best_constant_step(H):
+        lo, hi = extremes(H)
+        return 2 / (lo + hi), (hi - lo) / (hi + lo)
+    return best_constant_step
+
+
+def test_a_right_rate_passes_when_the_drawn_rotation_is_close_to_the_axes(capsys):
+    # under generator seeds 22 and 50 the 2-D H with eigenvalues 1 and 25 has a diagonal within
+    # 1e-6 of them: the "ρ from the diagonal" diagnosis used to refuse the right ρ there
+    answer = _best_step_from(lambda H: (torch.linalg.eigvalsh(H)[0].item(),
+                                        torch.linalg.eigvalsh(H)[-1].item()))
+    for seed in (22, 50):
+        checks.check_ch01_best_constant_step(answer, generator=torch.Generator().manual_seed(seed))
+    assert capsys.readouterr().out.count("✅ ch01-best-constant-step: passed") == 2
+
+
+# Exercise 4's statement: eigh, eigvals, svdvals and matrix_norm are allowed, torch.linalg.cond not
+@pytest.mark.parametrize("extremes", [
+    lambda H: (torch.linalg.eigh(H)[0][0].item(), torch.linalg.eigh(H)[0][-1].item()),
+    lambda H: (torch.linalg.eigvals(H).real.min().item(), torch.linalg.eigvals(H).real.max().item()),
+    lambda H: (torch.linalg.svdvals(H)[-1].item(), torch.linalg.svdvals(H)[0].item()),
+    lambda H: (torch.linalg.matrix_norm(H, -2).item(), torch.linalg.matrix_norm(H, 2).item())])
+def test_the_routines_the_statement_allows_pass(extremes, capsys):
+    checks.check_ch01_best_constant_step(_best_step_from(extremes))
+    assert "✅ ch01-best-constant-step: passed" in capsys.readouterr().out
+
+
+def test_torch_linalg_cond_is_refused_as_the_statement_says():
+    def with_cond(H):
+        lam = torch.linalg.eigvalsh(H)
+        kappa = torch.linalg.cond(H).item()
+        return 2 / (lam[0].item() + lam[-1].item()), (kappa - 1) / (kappa + 1)
+    with pytest.raises(ExerciseCheckFailed, match="linalg_cond"):
+        checks.check_ch01_best_constant_step(with_cond)
