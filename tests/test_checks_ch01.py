@@ -217,3 +217,158 @@ def test_special_cases_in_the_wrong_order_fail():
     message = _steps_failure(wrong.steps_special_cases_in_wrong_order)
     assert message.startswith("x0=0.5, η=0.5, tol=1.0: expected 0 steps, got 1"), message
     assert "|x0| ≤ tol already" in message
+
+
+def test_a_recursion_once_per_step_is_told_so_not_that_it_replaced_a_hook():
+    # the 2·10¹⁰-step case raises RecursionError inside the gate's profile hook, which CPython
+    # then removes: the gate used to report that as "ran sys.setprofile"
+    message = _steps_failure(wrong.steps_by_recursion)
+    assert message.startswith("x0=1.0, η=5.820766091346741e-11, tol=0.1: your function stopped "
+                              "with a RecursionError (here k = 19779055341)"), message
+    assert "setprofile" not in message and "hook" not in message
+
+
+def test_a_refusal_that_is_no_recursion_keeps_its_message():
+    message = _steps_failure(wrong.steps_by_running_descent)
+    assert "still running after 200,000 lines" in message and "Recursion" not in message
+
+
+# Cell 63's statement: NumPy's functions, fractions and decimal's methods are refused; NumPy's
+# ufuncs, NumPy scalars and Decimal numbers under operators are not (the gate sees calls, not
+# arithmetic inside C types). Both halves are tested, so the statement stays true.
+def _np_mean(f, x, h):
+    import numpy as np
+    return float(np.mean([f(x + h) / h, -f(x - h) / h]))
+
+
+def _fractions(f, x, h):
+    from fractions import Fraction
+    return float((Fraction(f(x + h)) - Fraction(f(x - h))) / (2 * Fraction(h)))
+
+
+def _decimal_method(f, x, h):
+    from decimal import Decimal
+    return float((Decimal(f(x + h)) - Decimal(f(x - h))).fma(1, 0) / (2 * Decimal(h)))
+
+
+def _np_ufunc(f, x, h):
+    import numpy as np
+    return float(np.subtract(f(x + h), f(x - h)) / (2 * h))
+
+
+def _np_scalar(f, x, h):
+    import numpy as np
+    return float((np.float64(f(x + h)) - f(x - h)) / (2 * h))
+
+
+def _decimal_operators(f, x, h):
+    from decimal import Decimal
+    return float((Decimal(f(x + h)) - Decimal(f(x - h))) / (2 * Decimal(h)))
+
+
+@pytest.mark.parametrize("answer, named", [(_np_mean, "numpy"), (_fractions, "fractions"),
+                                           (_decimal_method, "decimal")])
+def test_what_the_exercise_statement_says_is_refused_is_refused(answer, named):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_central_difference(answer)
+    assert "does not allow" in failure.value.message and named in failure.value.message
+
+
+@pytest.mark.parametrize("answer", [_np_ufunc, _np_scalar, _decimal_operators])
+def test_what_the_exercise_statement_says_is_not_refused_passes(answer, capsys):
+    checks.check_ch01_central_difference(answer)
+    assert "✅ ch01-central-difference: passed" in capsys.readouterr().out
+
+
+def test_a_numpy_float32_result_is_told_its_dtype():
+    # the read's NumPy float32 scalar used to get a bare "expected 6.76, got 6.760001183"
+    def central_numpy_float32(f, x, h):
+        import numpy as np
+        return (f(np.float32(x + h)) - f(np.float32(x - h))) / np.float32(2 * h)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_central_difference(central_numpy_float32)
+    message = failure.value.message
+    assert message.startswith("d/dx x³ at x=-1.5 with h=0.1: expected 6.76, got 6.760001"), message
+    assert "your result is a NumPy float32" in message
+
+
+def test_a_strict_first_test_is_told_its_comparison_not_its_order():
+    # it used to be told to "test that before the cases of η", which it does
+    message = _steps_failure(wrong.steps_strict_first_test)
+    assert message.startswith("x0=-0.5, η=1.5, tol=0.5: expected 0 steps, got inf"), message
+    assert "strict <" in message and "before the cases of η" not in message
+
+
+@pytest.mark.parametrize("answer", [wrong.steps_settled_with_strict_comparison,
+                                    wrong.steps_floor_plus_one])
+def test_one_too_many_at_every_tie_is_not_blamed_on_rounding(answer):
+    # a clean tie (x0 = 1, η = 0.25, tol = 0.25: the logarithms' quotient is exactly 2.0) tells
+    # a rule that counts one too many apart from a ceiling of rounded logarithms
+    message = _steps_failure(answer)
+    assert "expected 29 steps, got 30" in message and "equality included" in message, message
+    assert "rounding is not the cause" in message and "a ceiling of it alone" not in message
+
+
+def test_a_ceiling_of_rounded_logarithms_is_still_told_about_rounding():
+    message = _steps_failure(wrong.steps_ceil_of_logs)
+    assert "a ceiling of it alone is one too many" in message, message
+    assert "rounding is not the cause" not in message
+
+
+def test_a_table_of_answers_keyed_by_the_trace_fails_under_the_graders_generator(capsys):
+    # read 7's carried L6: the fixed eigenvalues made the trace a key to the answer
+    table = {}
+
+    def recording(H):
+        lam = torch.linalg.eigvalsh(H)
+        lo, hi = float(lam[0]), float(lam[-1])
+        table[round(float(H.diagonal().sum()), 6)] = (2 / (lo + hi), (hi - lo) / (hi + lo))
+        return table[round(float(H.diagonal().sum()), 6)]
+
+    def lookup(H):
+        return table[round(float(H.diagonal().sum()), 6)]
+
+    checks.check_ch01_best_constant_step(recording)
+    checks.check_ch01_best_constant_step(lookup)              # the notebook's inputs: passes
+    assert capsys.readouterr().out.count("✅ ch01-best-constant-step: passed") == 2
+    for seed in (12345, 2026):
+        with pytest.raises(ExerciseCheckFailed, match="KeyError"):
+            checks.check_ch01_best_constant_step(lookup, generator=torch.Generator().manual_seed(seed))
+        checks.check_ch01_best_constant_step(recording, generator=torch.Generator().manual_seed(seed))
+
+
+def _best_step_from(extremes):
+    def best_constant_step(H):
+        lo, hi = extremes(H)
+        return 2 / (lo + hi), (hi - lo) / (hi + lo)
+    return best_constant_step
+
+
+def test_a_right_rate_passes_when_the_drawn_rotation_is_close_to_the_axes(capsys):
+    # under generator seeds 22 and 50 the 2-D H with eigenvalues 1 and 25 has a diagonal within
+    # 1e-6 of them: the "ρ from the diagonal" diagnosis used to refuse the right ρ there
+    answer = _best_step_from(lambda H: (torch.linalg.eigvalsh(H)[0].item(),
+                                        torch.linalg.eigvalsh(H)[-1].item()))
+    for seed in (22, 50):
+        checks.check_ch01_best_constant_step(answer, generator=torch.Generator().manual_seed(seed))
+    assert capsys.readouterr().out.count("✅ ch01-best-constant-step: passed") == 2
+
+
+# Exercise 4's statement: eigh, eigvals, svdvals and matrix_norm are allowed, torch.linalg.cond not
+@pytest.mark.parametrize("extremes", [
+    lambda H: (torch.linalg.eigh(H)[0][0].item(), torch.linalg.eigh(H)[0][-1].item()),
+    lambda H: (torch.linalg.eigvals(H).real.min().item(), torch.linalg.eigvals(H).real.max().item()),
+    lambda H: (torch.linalg.svdvals(H)[-1].item(), torch.linalg.svdvals(H)[0].item()),
+    lambda H: (torch.linalg.matrix_norm(H, -2).item(), torch.linalg.matrix_norm(H, 2).item())])
+def test_the_routines_the_statement_allows_pass(extremes, capsys):
+    checks.check_ch01_best_constant_step(_best_step_from(extremes))
+    assert "✅ ch01-best-constant-step: passed" in capsys.readouterr().out
+
+
+def test_torch_linalg_cond_is_refused_as_the_statement_says():
+    def with_cond(H):
+        lam = torch.linalg.eigvalsh(H)
+        kappa = torch.linalg.cond(H).item()
+        return 2 / (lam[0].item() + lam[-1].item()), (kappa - 1) / (kappa + 1)
+    with pytest.raises(ExerciseCheckFailed, match="linalg_cond"):
+        checks.check_ch01_best_constant_step(with_cond)

@@ -59,7 +59,12 @@ def check_ch01_central_difference(central_difference):
                    f"the two points are 2h apart, so divide by 2h")
             expect(not _near(got, -want) or want == 0,
                    f"{where}: the sign is flipped (f(x + h) comes first)")
-            # (a tensor as it is: expect_close names a float32 result's dtype)
+            # (a tensor as it is: expect_close names a float32 result's dtype; a NumPy scalar's
+            # low dtype is named here)
+            low = getattr(raw, "dtype", None)
+            expect(isinstance(raw, torch.Tensor) or str(low) not in ("float32", "float16")
+                   or _near(got, want), f"{where} (your result is a NumPy {low}: compute in "
+                                        f"float64, the dtype of the inputs)")
             expect_close(raw if isinstance(raw, torch.Tensor) else got, want,
                          f"d/dx x³ at x={x} with h={h}", rtol=1e-9)
     # at a large h the quotient itself, not the derivative: exp's third derivative is not
@@ -129,14 +134,22 @@ def check_ch01_gradient_descent_loop(gradient_descent_1d):
 
 
 def _quadratic_cases():
-    """Symmetric positive definite Hessians H = Q diag(λ) Qᵀ with known eigenvalues, in 2, 3 and
-    5 dimensions (random rotations Q, so the answer cannot be read off the diagonal)."""
+    """Symmetric positive definite Hessians H = Q diag(λ) Qᵀ with known eigenvalues, in 2, 3, 4 and
+    5 dimensions (random rotations Q, so the answer cannot be read off the diagonal); the 4-D
+    one's eigenvalues are drawn too."""
     gen = rng(11)
     cases = []
     for eigenvalues in ((1.0, 25.0), (0.5, 2.0), (3.0, 4.0), (0.2, 1.0, 7.0), (1.0, 2.0, 3.0, 5.0, 40.0)):
         lam = torch.tensor(eigenvalues, dtype=torch.float64)
         Q, _ = torch.linalg.qr(torch.randn(len(lam), len(lam), generator=gen, dtype=torch.float64))
         cases.append((Q @ torch.diag(lam) @ Q.T, lam, Q))
+    # and eigenvalues drawn from the caller's generator: under the grader a table of answers
+    # keyed by what the fixed cases show (their traces, say) does not know this one
+    lo, hi = round(uniform(gen, 0.2, 2.0), 4), round(uniform(gen, 5.0, 40.0), 4)
+    mid = sorted(round(uniform(gen, lo, hi), 4) for _ in range(2))
+    lam = torch.tensor([lo, *mid, hi], dtype=torch.float64)
+    Q, _ = torch.linalg.qr(torch.randn(4, 4, generator=gen, dtype=torch.float64))
+    cases.append((Q @ torch.diag(lam) @ Q.T, lam, Q))
     return cases
 
 
@@ -231,7 +244,10 @@ def check_ch01_best_constant_step(best_constant_step):
                f"|1 − η*λ_min|")
         diag = H.diagonal()
         d_lo, d_hi = float(diag.min()), float(diag.max())
-        expect(not _near(rate, (d_hi - d_lo) / (d_hi + d_lo), 1e-6),
+        # (a right ρ passes first: a rotation drawn close to the axes under the grader's
+        # generator leaves the diagonal within 1e-6 of the eigenvalues)
+        expect(_near(rate, (hi - lo) / (hi + lo), 1e-8)
+               or not _near(rate, (d_hi - d_lo) / (d_hi + d_lo), 1e-6),
                f"the contraction factor ρ for {where}: expected {(hi - lo) / (hi + lo):.10g}, "
                f"got {rate:.10g}, from the diagonal of H; a rotated H's diagonal is not its "
                f"eigenvalues (use torch.linalg.eigvalsh(H))")
@@ -299,6 +315,38 @@ def _whole_number(value):
     return None
 
 
+def _steps_or_none(steps_to_tolerance, args):
+    """The answer's count for one more case, or None if it fails there in any way (a probe for
+    a hint, never a verdict)."""
+    try:
+        raw, endless = with_line_budget(steps_to_tolerance, args)
+    except Exception:
+        return None
+    return None if endless else _whole_number(raw)
+
+
+def _clean_tie(steps_to_tolerance):
+    """The answer's count at a tie where nothing is rounded: |x_k| = 2⁻ᵏ reaches tol = 0.25 at
+    k = 2, and log, log2 and log10 all give the quotient 2.0 exactly. A ceiling of the logarithms
+    answers 2 there; a strict comparison or floor + 1 answers 3."""
+    return _steps_or_none(steps_to_tolerance, (1.0, 0.25, 0.25))
+
+
+def _recursion_failure(err, where, expected):
+    """A readable failure for an answer that recursed once per step. Python's recursion limit
+    stops it, often inside the gate's profile hook, which CPython then removes: the gate then
+    reports a hook "replaced" (a ForbiddenCall naming sys.setprofile), and the RecursionError is
+    only that failure's context. (Under the grader the RecursionError itself comes back from the
+    student's process.) Returns without raising for any other failure."""
+    recursed = isinstance(err, RecursionError) or isinstance(err.__context__, RecursionError)
+    if recursed:
+        raise CheckFailure(
+            f"{where}: your function stopped with a RecursionError (here k = {expected}): a "
+            f"function that calls itself once per step is a loop over the steps in disguise, and "
+            f"Python's recursion limit stops it before k calls; the closed form answers "
+            f"instantly") from None
+
+
 @exercise("ch01-steps-to-tolerance", forbid=_RUNS_GRADIENT_DESCENT,
           because="count the steps from the closed form |x_k| = |1 − 2η|^k·|x₀|, not by running "
                   "gradient descent")
@@ -337,6 +385,9 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
         where = f"x0={x0}, η={lr}, tol={tol}"
         try:
             raw, endless = with_line_budget(steps_to_tolerance, (x0, lr, tol))
+        except (RecursionError, CheckFailure) as err:
+            _recursion_failure(err, where, expected)
+            raise
         except (ZeroDivisionError, ValueError, OverflowError) as err:
             r = abs(1 - 2 * lr)
             raised = f"{where}: your code raised {type(err).__name__}: {err}"
@@ -380,6 +431,14 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
                         f"k = {expected} already meets |x_k| ≤ tol, equality included{logs}; "
                         f"check the candidate and the step before it with the closed form "
                         f"|x0|·|1 − 2η|^k ≤ tol)")
+                if _clean_tie(steps_to_tolerance) == 3:
+                    hint = (f" (off by one: here |x0|·|1 − 2η|^{expected} equals tol exactly, so "
+                            f"k = {expected} already meets |x_k| ≤ tol, equality included. Your "
+                            f"function also returns 3 for x0=1.0, η=0.25, tol=0.25, where "
+                            f"|x_2| = tol exactly and the quotient of the logarithms is exactly "
+                            f"2.0, so rounding is not the cause: a strict < where the closed form "
+                            f"has ≤, or floor + 1 in place of the ceiling, counts one step too "
+                            f"many at every tie)")
             elif (got == expected - 1 and expected <= 10_000
                   and x_exact * r_exact ** got <= Fraction(tol) * (1 + Fraction(1, 10 ** 9))):
                 excess = float(x_exact * r_exact ** got / Fraction(tol) - 1)
@@ -402,5 +461,10 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
             if expected == 0:
                 hint = (" (|x0| ≤ tol already: no step is needed, whatever η; test that before "
                         "the cases of η)")
+                if abs(x0) == tol and _steps_or_none(steps_to_tolerance, (0.25, 1.5, 0.5)) == 0:
+                    # the order is right (|x0| < tol is answered before η), the comparison not
+                    hint = (" (|x0| equals tol here, and |x_0| ≤ tol counts equality: 0 steps; "
+                            "your function does return 0 for x0=0.25, η=1.5, tol=0.5, so its "
+                            "first test likely compares with a strict <)")
             expect(got == expected, f"{where}: expected {expected} steps, got {raw!r}{hint}")
     return "including η = 0.5 (one step), η = 1 (never), η > 1 (never) and exact ties"

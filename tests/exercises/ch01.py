@@ -100,6 +100,17 @@ def steps_by_multiplying(x0, lr, tol):       # the closed form, one multiplicati
     return k
 
 
+def steps_by_recursion(x0, lr, tol, k=0):   # one call per step: right on small cases, not 2·10¹⁰ deep
+    if abs(x0) <= tol:
+        return k
+    r = abs(1 - 2 * lr)
+    if r == 0:
+        return k + 1
+    if r >= 1:
+        return math.inf
+    return steps_by_recursion(abs(x0) * r, lr, tol, k + 1)
+
+
 def _eigenvalues(H):
     lam = torch.linalg.eigvalsh(H)
     return float(lam.min()), float(lam.max())
@@ -149,7 +160,8 @@ WRONG_ANSWERS = {
                                 step_float32_eigenvalues],
     "ch01-steps-to-tolerance": [steps_float_not_ceiled, steps_no_divergence_case,
                                 steps_off_by_one, steps_ceil_of_logs, steps_ceil_with_epsilon,
-                                steps_by_running_descent, steps_by_multiplying],
+                                steps_by_running_descent, steps_by_multiplying,
+                                steps_by_recursion],
 }
 
 
@@ -420,3 +432,33 @@ def steps_special_cases_in_wrong_order(x0, lr, tol):   # inf for x0 = 0.5, η = 
 
 WRONG_ANSWERS["ch01-central-difference"].append(central_derivative_plus_h_squared)
 WRONG_ANSWERS["ch01-steps-to-tolerance"].append(steps_special_cases_in_wrong_order)
+
+
+def steps_strict_first_test(x0, lr, tol):   # |x0| < tol first: inf for x0 = -0.5, η = 1.5, tol = 0.5
+    if abs(x0) < tol:
+        return 0
+    r = abs(1 - 2 * lr)
+    if r == 0:
+        return 1
+    if r >= 1:
+        return math.inf
+    k = math.ceil(math.log(tol / abs(x0)) / math.log(r))
+    while k > 0 and abs(x0) * r ** (k - 1) <= tol:
+        k -= 1
+    while abs(x0) * r ** k > tol:
+        k += 1
+    return k
+
+
+def steps_floor_plus_one(x0, lr, tol):   # floor + 1 for the ceiling: one too many at every tie
+    if abs(x0) <= tol:
+        return 0
+    r = abs(1 - 2 * lr)
+    if r == 0:
+        return 1
+    if r >= 1:
+        return math.inf
+    return math.floor(math.log(tol / abs(x0)) / math.log(r)) + 1
+
+
+WRONG_ANSWERS["ch01-steps-to-tolerance"] += [steps_strict_first_test, steps_floor_plus_one]
