@@ -43,3 +43,66 @@ def test_adjacent_to_half_names_a_dtype_change_not_a_wrong_row():
     with pytest.raises(ExerciseCheckFailed, match=r"W is torch.float64 but your result is "
                                                   r"torch.float32: a row permutation keeps the dtype"):
         checks.check_ch12_adjacent_to_half(to_float32)
+
+
+def test_sinusoidal_entry_refusals_match_the_statement():
+    """Cell 69 says: cmath and the NumPy functions the check sees run are refused, NumPy on plain
+    numbers (np.sin) is not seen and passes, math and PyTorch in float64 pass."""
+    import cmath
+    import math
+
+    import numpy as np
+
+    def via_cmath(p, j, d):                              # Euler's formula: correct, refused
+        z = cmath.exp(1j * p / 10000 ** (2 * (j // 2) / d))
+        return z.imag if j % 2 == 0 else z.real
+
+    def via_np_arange(p, j, d):
+        angle = float(np.arange(p + 1)[p]) / 10000 ** (2 * (j // 2) / d)
+        return math.sin(angle) if j % 2 == 0 else math.cos(angle)
+
+    def via_np_scalars(p, j, d):                         # ufuncs on numbers: not seen, passes
+        angle = np.float64(p) / np.power(10000.0, 2 * (j // 2) / d)
+        return float(np.sin(angle) if j % 2 == 0 else np.cos(angle))
+
+    with pytest.raises(ExerciseCheckFailed, match=r"ran exp \(from the C module cmath\)"):
+        checks.check_ch12_sinusoidal_entry(via_cmath)
+    with pytest.raises(ExerciseCheckFailed, match=r"ran arange \(from the C module numpy\)"):
+        checks.check_ch12_sinusoidal_entry(via_np_arange)
+    checks.check_ch12_sinusoidal_entry(via_np_scalars)
+
+
+def test_alibi_matrix_refusals_and_precision_match_the_statement():
+    """Cell 74 says: causal_mask and NumPy are refused; a slope that is not a power of 2 is
+    compared to 1e-6 relative, so float32 passes and bfloat16 fails with a dtype message."""
+    import math
+
+    import numpy as np
+
+    from mathref.attention import causal_mask
+
+    def via_causal_mask(slope, T):
+        pos = torch.arange(T, dtype=torch.float64)
+        return -slope * (pos[:, None] - pos[None, :]) + causal_mask(T).double()
+
+    def via_numpy(slope, T):
+        i = np.arange(T)
+        return torch.tensor(np.where(i[None] <= i[:, None], -slope * (i[:, None] - i[None]), -np.inf))
+
+    def in_dtype(dtype):
+        def alibi_matrix(slope, T):
+            i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+            return (-slope * (i - j)).to(dtype).masked_fill(j > i, -math.inf)
+        return alibi_matrix
+
+    with pytest.raises(ExerciseCheckFailed, match=r"ran causal_mask \(from mathref.attention"):
+        checks.check_ch12_alibi_matrix(via_causal_mask)
+    with pytest.raises(ExerciseCheckFailed, match=r"\(from the C module numpy\)"):
+        checks.check_ch12_alibi_matrix(via_numpy)
+    checks.check_ch12_alibi_matrix(in_dtype(torch.float32))
+    checks.check_ch12_alibi_matrix(in_dtype(torch.float64))
+    with pytest.raises(ExerciseCheckFailed, match=r"your tensor is bfloat16, too coarse for a slope "
+                                                  r"that is not a power of 2"):
+        checks.check_ch12_alibi_matrix(in_dtype(torch.bfloat16))
+    # the bfloat16 answer is exact on the power-of-2 slopes: only the new case catches it
+    assert torch.equal(in_dtype(torch.bfloat16)(0.5, 4).double(), in_dtype(torch.float64)(0.5, 4))

@@ -98,6 +98,19 @@ def pe_float32(p, j, d):
     return angle.sin() if j % 2 == 0 else angle.cos()
 
 
+def alibi_bfloat16(slope, T):
+    # the right matrix in bfloat16 (about 3 digits): exact for slopes 2^-k, not for 2^(-k-1/2)
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    return (-slope * (i - j)).bfloat16().masked_fill(j > i, -math.inf)
+
+
+def alibi_float16(slope, T):
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    return (-slope * (i - j)).half().masked_fill(j > i, -math.inf)
+
+
 def alibi_library(slope, T):
     import mathref.positions as P
     return P.alibi_bias(1, T, dtype=torch.float64)[0] * (slope / P.alibi_slopes(1)[0].item())
@@ -131,7 +144,8 @@ WRONG_ANSWERS = {
                               to_half_by_probing],
     "ch12-rope-half": [rope_adjacent_pairs, rope_minus_theta, rope_exponent_i_over_d,
                        rope_ignores_positions, rope_calls_mathref, rope_float32_angles],
-    "ch12-alibi-matrix": [alibi_positive, alibi_no_mask, alibi_transposed, alibi_library],
+    "ch12-alibi-matrix": [alibi_positive, alibi_no_mask, alibi_transposed, alibi_library,
+                          alibi_bfloat16, alibi_float16],
 }
 
 
@@ -241,6 +255,13 @@ RIGHT_ANSWERS = {
         "    pos = torch.arange(T, dtype=torch.float64)\n"
         "    bias = -slope * (pos[:, None] - pos[None, :])\n"
         "    return bias + torch.full((T, T), float('-inf'), dtype=torch.float64).triu(1)\n",
+        # all in float32, the slope rounded to float32 first (2^(-k-1/2) is not exact there)
+        "import torch\n\n"
+        "def alibi_matrix(slope, T):\n"
+        "    s = torch.tensor(slope, dtype=torch.float32)\n"
+        "    d = torch.arange(T, dtype=torch.float32)\n"
+        "    bias = -s * (d[:, None] - d[None, :])\n"
+        "    return bias.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float('-inf'))\n",
     ],
     "ch12-adjacent-to-half": [
         # the Meta → Hugging Face conversion of Llama's W_Q and W_K
