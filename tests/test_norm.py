@@ -169,7 +169,6 @@ def test_batch_norm_function_gradcheck(float64_device, shape, weight):
                                     (x, w, b))
 
 
-# ---------------------------------------------------------------- errors
 # ---------------------------------------------------------------- GroupNorm
 @pytest.mark.parametrize("shape, groups", [((4, 6, 5), 3), ((2, 8, 3, 3), 2), ((3, 4), 4),
                                            ((2, 6, 2, 2, 2), 1)])
@@ -205,6 +204,7 @@ def test_group_norm_rejects_bad_groups():
         norm.group_norm(torch.randn(2, 6, 3), 2, weight=torch.ones(3))
 
 
+# ---------------------------------------------------------------- errors
 def test_bad_input_raises_clear_errors():
     x = torch.randn(2, 3, 4)
     with pytest.raises(ValueError, match=r"\(2, 3, 4\).*normalized_shape \(5,\)"):

@@ -235,7 +235,10 @@ def check_ch08_batch_norm_backward(batch_norm_backward):
                                      "BatchNorm normalizes with the biased batch variance (÷ n)"),
                                     ((dy * _xhat(x0, eps, dim=-1)[0]).sum(0),
                                      "x̂ takes BatchNorm's statistics, per feature over the n "
-                                     "examples, not LayerNorm's per example")])
+                                     "examples, not LayerNorm's per example"),
+                                    ((dy * _xhat(x0, 0.0)[0]).sum(0),
+                                     "ε is missing: s = √(σ² + ε), which matters wherever a "
+                                     "feature's batch variance is not large against ε")])
         _expect_tensor_close(dx, x.grad, f"∂L/∂x for {where} (statistics per feature, over the "
                                          "n examples)", rtol=1e-7, atol=1e-9,
                              wrong=_batch_norm_dx_mistakes(dy, x0, gamma0, eps))

@@ -452,3 +452,13 @@ SHORTCUTS["ch08-batch-norm-backward"] += [
     "    xhat = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(0) + eps)\n"
     "    return dx, (dy * xhat).sum(0), dy.sum(0)\n",
 ]
+
+
+def bnb_without_eps(dy, x, gamma, eps=1e-5):
+    """s = √σ², ε left out (the fifth read: refused, but with no cause named)."""
+    xhat, s = _bn(x, 0.0)
+    g = gamma * dy
+    return _bn_grads((g - g.mean(0) - xhat * (g * xhat).mean(0)) / s, dy, xhat)
+
+
+WRONG_ANSWERS["ch08-batch-norm-backward"].append(bnb_without_eps)
