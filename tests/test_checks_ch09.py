@@ -128,3 +128,38 @@ def test_float32_answers_to_cosine_and_soft_lookup_name_the_dtype(capsys):
     message = _message("ch09-soft-lookup",
                        lambda q, K, V, t: _soft_lookup(q.float(), K.float(), V.float(), t), capsys)
     assert "your result is torch.float32" in message
+
+
+# The sixth read's checker findings (the fifth's L1, L3 and L4, still present): an answer that
+# changes its inputs is named as such, not as a wrong value; a loop over the coordinates and
+# distances computed in Python are refused by what runs.
+
+@pytest.mark.parametrize("label, answer, words", [
+    ("ch09-cosine-from-dot", wrong.cosine_normalizes_in_place, "modified its argument a in place"),
+    ("ch09-cosine-from-dot", wrong.cosine_then_zeroes_input, "modified its argument a in place"),
+    ("ch09-unit-distance", wrong.unit_distances_then_zeroes_input,
+     "modified its argument U in place"),
+])
+def test_an_input_modified_in_place_is_named(label, answer, words, capsys):
+    message = _message(label, answer, capsys)
+    assert words in message and "expected" not in message
+
+
+@pytest.mark.parametrize("answer, words", [
+    (wrong.unit_distances_coordinate_loop, "it loops over the coordinates"),
+    (wrong.unit_distances_math_dist, "torch.Tensor.tolist"),
+    (wrong.unit_distances_python_sum, "not computed from U and V by tensor operations"),
+    (wrong.unit_distances_from_bytes, "not computed from U and V by tensor operations"),
+])
+def test_unit_distances_refuses_coordinate_loops_and_python_arithmetic(answer, words, capsys):
+    assert words in _message("ch09-unit-distance", answer, capsys)
+
+
+@pytest.mark.parametrize("answer", [
+    lambda U, V: torch.sqrt(torch.clamp(2 - 2 * torch.einsum("id,jd->ij", U, V), min=0)),
+    lambda U, V: (U @ V.T).mul_(-2).add_(2).clamp_(min=0).sqrt_(),       # in place on its own
+    lambda U, V: (2 - 2 * (U.unsqueeze(1) @ V.T.unsqueeze(0)).squeeze(1)).clamp_min(0).sqrt(),
+])
+def test_unit_distances_other_matrix_product_forms_pass(answer, capsys):
+    CHECKS["ch09-unit-distance"](answer)
+    assert "✅ ch09-unit-distance: passed" in capsys.readouterr().out

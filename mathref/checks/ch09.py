@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from mathref.checks.core import rng
 from mathref.checks.core import (CheckFailure, as_tensor, exercise, expect, expect_callable,
@@ -32,6 +33,20 @@ def _expect_tensor_close(got, want, what, rtol=1e-9, atol=1e-12, **kwargs):
         raise CheckFailure(f"{failure}{_dtype_hint(got)}") from None
 
 
+def _on_copies(fn, args, names, what, **kwargs):
+    """fn on copies of the tensor arguments, failing if it changed any of them in place (the
+    comparison that follows uses the arguments as given, so a changed input would otherwise
+    show up as a wrong value)."""
+    copies = [a.clone() for a in args]
+    out = fn(*copies, **kwargs)
+    for name, given, original in zip(names, copies, args):
+        expect(given.shape == original.shape and torch.equal(given, original),
+               f"{what}: your function modified its argument {name} in place (an in-place "
+               f"operation such as /=, .div_() or .zero_() on an argument); leave the inputs "
+               f"unchanged and build new tensors instead")
+    return out
+
+
 _COSINE_BUILTINS = ("torch.nn.functional.cosine_similarity", "torch.cosine_similarity",
                     "torch.nn.functional.normalize", "mathref.similarity.cosine_similarity",
                     "mathref.similarity.pairwise_cosine_similarity",
@@ -46,7 +61,7 @@ def check_ch09_cosine_from_dot(cosine):
     gen = rng(9)
     a = torch.randn(6, 5, generator=gen, dtype=torch.float64)
     b = torch.randn(6, 5, generator=gen, dtype=torch.float64)
-    got = cosine(a, b)
+    got = _on_copies(cosine, (a, b), "ab", "cosine of six random pairs in ℝ⁵")
     eps_added = (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1) + 1e-8)
     expect(not (isinstance(got, torch.Tensor) and got.shape == eps_added.shape
                 and torch.allclose(got.double(), eps_added, rtol=1e-13, atol=0)),
@@ -60,45 +75,62 @@ def check_ch09_cosine_from_dot(cosine):
               "‖a‖‖b‖ = 1e-10 is below it: clamp each norm, not their product)"),
              (1e-12 * e1, e1, "a vector shorter than ε")]
     for x, y, what in cases:
-        got = as_tensor(cosine(x, y), what)
+        got = as_tensor(_on_copies(cosine, (x, y), "ab", what), what)
         expect(got.numel() == 1, f"{what}: expected one number for two vectors, got shape "
                                  f"{tuple(got.shape)}")
         expect_close(got.item(), F.cosine_similarity(x, y, dim=0).item(), what, rtol=1e-9,
                      atol=1e-12)
-    got = as_tensor(cosine(1e-12 * e1, e1, eps=1e-3), "eps=1e-3")
-    expect_close(got.item(), 1e-9, "a vector of norm 1e-12 against e₁ with eps=1e-3",
-                 rtol=1e-9, atol=1e-15)
+    what = "a vector of norm 1e-12 against e₁ with eps=1e-3"
+    got = as_tensor(_on_copies(cosine, (1e-12 * e1, e1), "ab", what, eps=1e-3), what)
+    expect_close(got.item(), 1e-9, what, rtol=1e-9, atol=1e-15)
     return "matches F.cosine_similarity, including zero and tiny vectors"
 
 
 _DISTANCES = ("torch.norm", "torch.Tensor.norm", "torch.linalg.norm", "torch.linalg.vector_norm",
               "torch.dist", "torch.Tensor.dist", "torch.cdist", "torch.nn.functional.pairwise_distance",
               "torch.hypot", "torch.Tensor.hypot", "mathref.similarity.euclidean_distance",
-              "mathref.similarity.pairwise_euclidean_distance")
+              "mathref.similarity.pairwise_euclidean_distance", "torch.Tensor.tolist")
 
 
 class _OpMeter(TorchDispatchMode):
     """Counts the aten operators a call runs and the most elements any of them returns: how the
     check tells one matrix product (a few operators, nothing larger than [n, m]) from a loop over
-    pairs or rows (operators that grow with n) or the broadcast difference u_i − v_j ([n, m, d])."""
+    pairs, rows or coordinates (operators that grow with n or d) or the broadcast difference
+    u_i − v_j ([n, m, d]). It also follows which tensors are computed from the inputs, so that a
+    result built from Python numbers (the entries read out, the distances computed in Python and
+    put back with torch.tensor) is told from one computed by tensor operations."""
 
-    def __init__(self):
+    def __init__(self, inputs):
         super().__init__()
         self.calls, self.largest = 0, 0
+        self._derived = list(inputs)            # kept alive, so that their ids stay theirs
+        self.derived = {id(t) for t in inputs}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         self.calls += 1
-        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        for t in outs:
             if isinstance(t, torch.Tensor):
                 self.largest = max(self.largest, t.numel())
+        # (plain loops: a generator expression's code would run as a function of this module
+        # inside the answer's call, which the gate refuses; only dunder methods are let through)
+        for t in tree_flatten((args, kwargs or {}))[0]:
+            if isinstance(t, torch.Tensor) and id(t) in self.derived:
+                for o in outs:
+                    if isinstance(o, torch.Tensor):
+                        self._derived.append(o)
+                        self.derived.add(id(o))
+                break
         return out
 
 
 def _metered(unit_distances, U, V):
-    meter = _OpMeter()
+    U, V = U.clone(), V.clone()
+    meter = _OpMeter((U, V))
     with meter:
         got = unit_distances(U, V)
+    meter.from_inputs = isinstance(got, torch.Tensor) and id(got) in meter.derived
     return got, meter
 
 
@@ -148,7 +180,7 @@ def check_ch09_unit_distance(unit_distances):
     cases.append((A64, B64, "50 float64 unit vectors in ℝ¹⁶ against near-duplicates at distance "
                             "≈ 4e-5", 1e-5, 1e-9))
     for U, V, what, rtol, atol in cases:
-        raw = unit_distances(U, V)
+        raw = _on_copies(unit_distances, (U, V), "UV", what)
         got = as_tensor(raw, what)
         want = _exact_distances(U, V)
         expect(tuple(got.shape) == tuple(want.shape),
@@ -166,6 +198,11 @@ def check_ch09_unit_distance(unit_distances):
     # how the distances are computed: the same function on 4 × 5 and on 40 × 50 pairs, d = 16
     _, small = _metered(unit_distances, U_small, V_small)
     _, big = _metered(unit_distances, U_big, V_big)
+    _, wide = _metered(unit_distances, unit(4, 4 * d), unit(5, 4 * d))
+    expect(small.from_inputs and big.from_inputs,
+           "4 × 5 pairs in ℝ¹⁶: your result is not computed from U and V by tensor operations "
+           "(it was built from Python numbers, e.g. with torch.tensor from a list): compute "
+           "every u_i·v_j with one matrix product U @ V.T and use ‖u − v‖² = 2 − 2u·v")
     expect(big.largest < 40 * 50 * d,
            f"40 × 50 pairs in ℝ¹⁶: your function builds a tensor of {big.largest} elements, one "
            f"or more per pair and coordinate ([n, m, d] = 32000): it broadcasts over all pairs "
@@ -175,6 +212,10 @@ def check_ch09_unit_distance(unit_distances):
            f"your function runs {small.calls} tensor operations for 4 × 5 pairs but {big.calls} "
            f"for 40 × 50: it loops over pairs or rows. Compute every u_i·v_j at once with one "
            f"matrix product U @ V.T")
+    expect(wide.calls <= small.calls + 3,
+           f"your function runs {small.calls} tensor operations for 4 × 5 pairs in ℝ¹⁶ but "
+           f"{wide.calls} in ℝ⁶⁴: it loops over the coordinates. Compute every u_i·v_j at once "
+           f"with one matrix product U @ V.T")
 
     return "‖u − v‖ = √(2 − 2 u·v) from one matrix product, clamped where rounding pushes u·v above 1"
 

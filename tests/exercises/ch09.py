@@ -119,11 +119,69 @@ def unit_distances_row_loop(U, V):
     return torch.stack([(2 - 2 * V @ u).clamp_min(0).sqrt() for u in U])
 
 
+def unit_distances_coordinate_loop(U, V):
+    # a loop over the d coordinates, nothing larger than [n, m], no matrix product
+    D2 = torch.zeros(U.shape[0], V.shape[0], dtype=U.dtype)
+    for k in range(U.shape[1]):
+        D2 = D2 + (U[:, k, None] - V[None, :, k]) ** 2
+    return D2.sqrt()
+
+
+def unit_distances_math_dist(U, V):
+    # every pair measured in Python on the entries read out with .tolist()
+    rows, cols = U.tolist(), V.tolist()
+    return torch.tensor([[math.dist(u, v) for v in cols] for u in rows], dtype=U.dtype)
+
+
+def unit_distances_python_sum(U, V):
+    # the entries read out without .tolist() (one float per entry: a loop whose length grows
+    # with n), then a Python sum of squares
+    rows = [[float(x) for x in u] for u in U]
+    cols = [[float(x) for x in v] for v in V]
+    return torch.tensor([[math.sqrt(sum((a - b) ** 2 for a, b in zip(u, v))) for v in cols]
+                         for u in rows], dtype=U.dtype)
+
+
+def unit_distances_from_bytes(U, V):
+    # the entries read from the tensors' bytes (no .tolist(), no per-entry operation), the
+    # distances computed in Python and put back with torch.tensor
+    import struct
+    n, m, d = U.shape[0], V.shape[0], U.shape[1]
+    u = struct.unpack(f"{n * d}d", bytes(U.double().contiguous().untyped_storage())[:8 * n * d])
+    v = struct.unpack(f"{m * d}d", bytes(V.double().contiguous().untyped_storage())[:8 * m * d])
+    return torch.tensor([[math.sqrt(sum((u[i * d + k] - v[j * d + k]) ** 2 for k in range(d)))
+                          for j in range(m)] for i in range(n)], dtype=U.dtype)
+
+
+def cosine_normalizes_in_place(a, b, eps=1e-8):
+    # divides its inputs by their norms in place
+    a /= a.norm(dim=-1, keepdim=True).clamp_min(eps)
+    b /= b.norm(dim=-1, keepdim=True).clamp_min(eps)
+    return (a * b).sum(-1)
+
+
+def cosine_then_zeroes_input(a, b, eps=1e-8):
+    # a right answer that then zeroes its first argument
+    out = (a * b).sum(-1) / (a.norm(dim=-1).clamp_min(eps) * b.norm(dim=-1).clamp_min(eps))
+    a.zero_()
+    return out
+
+
+def unit_distances_then_zeroes_input(U, V):
+    out = (2 - 2 * U @ V.T).clamp_min(0).sqrt()
+    U.zero_()
+    return out
+
+
 WRONG_ANSWERS = {
     "ch09-cosine-from-dot": [cosine_product_clamped, cosine_eps_added, cosine_no_eps,
-                             cosine_squared_norms, cosine_builtin],
+                             cosine_squared_norms, cosine_builtin, cosine_normalizes_in_place,
+                             cosine_then_zeroes_input],
     "ch09-unit-distance": [unit_distances_squared, unit_distances_plus, unit_distances_no_clamp,
-                           unit_distances_direct, unit_distances_row_loop],
+                           unit_distances_direct, unit_distances_row_loop,
+                           unit_distances_coordinate_loop, unit_distances_math_dist,
+                           unit_distances_python_sum, unit_distances_from_bytes,
+                           unit_distances_then_zeroes_input],
     "ch09-mips-to-nn": [mips_keys_no_sqrt, mips_keys_normalized, mips_keys_own_norm,
                         mips_keys_mean_norm],
     "ch09-soft-lookup": [soft_lookup_times_temperature, soft_lookup_wrong_axis,
