@@ -32,3 +32,27 @@ def test_residual_backward_accepts_chain_products(product, capsys):
 
     CHECKS["ch07-residual-backward"](residual_backward)
     assert "✅" in capsys.readouterr().out
+
+
+def test_tanh_fixed_point_names_the_post_activation_variance(capsys):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-tanh-fixed-point"](wrong.tanh_post_activation_variance)
+    message = failure.value.message
+    assert "pre-activation variance q" in message and "not a fixed point yet" not in message
+
+
+def test_tanh_fixed_point_hint_names_a_cut_grid_among_its_causes(capsys):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-tanh-fixed-point"](wrong.tanh_grid_cut_at_four)
+    message = failure.value.message
+    assert "for example" in message and "tails" in message and "pre-activation variance" in message
+
+
+@pytest.mark.parametrize("coupled", ["dropout_pair_coupled", "dropout_far_coupled"])
+def test_inverted_dropout_refuses_coupled_masks(coupled, capsys):
+    # each entry is kept with probability 1 − p and the counts look Binomial, but some pairs of
+    # entries are correlated (0.25): the pooled correlation over all pairs of units finds them
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](getattr(wrong, coupled))
+    assert "✅" not in capsys.readouterr().out
+    assert "correlated" in failure.value.message or "kept together" in failure.value.message

@@ -113,17 +113,23 @@ def check_ch07_tanh_fixed_point(tanh_fixed_point):
 
 
 def _not_converged_hint(gain, got, want):
-    """For a q that misses q*: how far it is from being a fixed point, and the two usual causes."""
+    """For a q that misses q*: how far it is from being a fixed point, and some usual causes."""
     if not math.isfinite(got) or got <= 0:
         return ""
+    if abs(got - want / gain ** 2) < 2e-3 * want / gain ** 2:
+        return (" (that is E[tanh(z)²] = q*/gain², the variance of the activations h: return the "
+                "pre-activation variance q, the one on both sides of q = gain²·E[tanh(z)²])")
     residual = gain ** 2 * _tanh_second_moment(got) - got
     h = 1e-4 * want                            # the map's slope at q*: how fast iterating closes in
     slope = gain ** 2 * (_tanh_second_moment(want + h) - _tanh_second_moment(want - h)) / (2 * h)
-    return (f" (at your q, gain²·E[tanh²] − q = {residual:.3g}: not a fixed point yet. If you "
-            f"iterate q ← gain²·E[tanh²], each step shrinks the distance to q* only by the map's "
-            f"slope there, {slope:.2f} at this gain: iterate until q stops changing, or solve "
-            f"gain²·E[tanh²] − q = 0 by bisection. If you sample E[tanh²], near gain 1 the fixed "
-            f"point magnifies the sampling error: use a grid or quadrature)")
+    return (f" (at your q, gain²·E[tanh²] − q = {residual:.3g}: not a fixed point yet. Some causes, "
+            f"for example: if you iterate q ← gain²·E[tanh²], each step shrinks the distance to q* "
+            f"only by the map's slope there, {slope:.2f} at this gain: iterate until q stops "
+            f"changing, or solve gain²·E[tanh²] − q = 0 by bisection. If you sample E[tanh²], near "
+            f"gain 1 the fixed point magnifies the sampling error: use a grid or quadrature. If you "
+            f"integrate on a grid, cover the tails of the Gaussian (z to ±8 standard deviations or "
+            f"more) with a fine enough step. Check too that you return the pre-activation "
+            f"variance q)")
 
 
 @exercise("ch07-inverted-dropout", forbid=(
@@ -185,6 +191,7 @@ def check_ch07_inverted_dropout(inverted_dropout):
     expect((corr.abs() < 6 / math.sqrt(n_masks)).all(),
            f"at p=0.5 neighbouring units are kept together (correlation up to "
            f"{corr.abs().max().item():.2f} over {n_masks} masks): each unit must be kept independently")
+    _expect_uncoupled(masks, "at p=0.5, 10 units")
     # a batch: every entry of every row gets its own draw (not one mask shared by the rows,
     # nor one draw per row)
     for shape in ((2000, 64), (40, 50, 64)):
@@ -202,9 +209,28 @@ def check_ch07_inverted_dropout(inverted_dropout):
                f"Binomial({shape[-1]}, 0.5), variance {shape[-1] / 4:g}; got variance "
                f"{per_row.var().item():.3g}: each entry must be dropped independently "
                "(a mask of shape x.shape, not one draw per row)")
+        _expect_uncoupled(rows.double(), f"x of shape {shape}")
     x = torch.randn(100, generator=rng(4), dtype=torch.float64)
     expect(torch.equal(_dropout_output(inverted_dropout, x, 0.0), x), "p=0 must return x unchanged")
     return "zero fraction ≈ p, kept entries scaled by 1/(1 − p), mean preserved"
+
+
+def _expect_uncoupled(masks, what):
+    """Entries kept independently: over all pairs of columns of ``masks`` (one row per draw),
+    n·mean(corr²) is about 1 (n·corr² is about χ²₁ for each pair, and the pairs are
+    uncorrelated); any coupling of pairs, near or far, positive or negative, raises it. The bound
+    is 6 standard deviations, 1 + 6·√(2/pairs)."""
+    n, units = masks.shape
+    centred = masks - masks.mean(0)
+    scale = centred.pow(2).mean(0).sqrt().clamp_min(1e-12)
+    corr = (centred.T @ centred / n) / (scale[:, None] * scale[None, :])
+    pairs = units * (units - 1) // 2
+    excess = n * corr.triu(1).pow(2).sum().item() / pairs
+    worst = corr.triu(1).abs().max().item()
+    expect(excess < 1 + 6 * math.sqrt(2 / pairs),
+           f"{what}: the kept/dropped pattern of different units is correlated (over {n} masks, "
+           f"n·mean(corr²) over the {pairs} pairs of units is {excess:.3g}, about 1 for independent "
+           f"units; the largest |corr| is {worst:.2f}): draw every entry's mask independently")
 
 
 def _dropout_output(inverted_dropout, x, p):

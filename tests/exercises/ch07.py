@@ -305,3 +305,54 @@ RIGHT_ANSWERS["ch07-residual-backward"] += [
     "    eye = torch.eye(len(grad_out), dtype=grad_out.dtype)\n"
     "    return torch.chain_matmul(grad_out[None], *[eye + J for J in reversed(jacobians)])[0]\n",
 ]
+
+
+# ---------------------------------------------------------------- added after the sixth read
+def _bisect(excess, gain):
+    lo, hi = 1e-12, gain ** 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
+    return (lo + hi) / 2
+
+
+def tanh_post_activation_variance(gain):
+    # the right fixed point q*, then E[h²] = E[tanh(z)²] = q*/gain² returned instead of q*
+    if gain <= 1:
+        return 0.0
+    return _bisect(lambda q: gain ** 2 * _e_tanh2(q) - q, gain) / gain ** 2
+
+
+def tanh_grid_cut_at_four(gain):
+    # a 41-point grid on [−4, 4]: the tails beyond ±4 standard deviations are lost
+    if gain <= 1:
+        return 0.0
+    z = torch.linspace(-4, 4, 41, dtype=torch.float64)
+    density = torch.exp(-z ** 2 / 2) / math.sqrt(2 * math.pi)
+    e_tanh2 = lambda q: torch.trapezoid(torch.tanh(math.sqrt(q) * z) ** 2 * density, z).item()
+    return _bisect(lambda q: gain ** 2 * e_tanh2(q) - q, gain)
+
+
+WRONG_ANSWERS["ch07-tanh-fixed-point"] += [tanh_post_activation_variance, tanh_grid_cut_at_four]
+
+
+def dropout_pair_coupled(x, p):
+    # each odd entry copies its even neighbour's uniform with probability 0.25: every entry is
+    # kept with probability 1 − p and the counts look Binomial, but pairs are correlated (0.25)
+    u = torch.rand(x.shape, dtype=x.dtype).reshape(-1)
+    pairs = u.numel() // 2
+    share = torch.rand(pairs, dtype=x.dtype) < 0.25
+    u[1::2][:pairs] = torch.where(share, u[0::2][:pairs], u[1::2][:pairs])
+    return x * (u.reshape(x.shape) >= p) / (1 - p)
+
+
+def dropout_far_coupled(x, p):
+    # the last dimension's second half copies the first half's uniforms with probability 0.25
+    u = torch.rand(x.shape, dtype=x.dtype)
+    half = x.shape[-1] // 2
+    share = torch.rand(x.shape[:-1] + (half,), dtype=x.dtype) < 0.25
+    u[..., half:2 * half] = torch.where(share, u[..., :half], u[..., half:2 * half])
+    return x * (u >= p) / (1 - p)
+
+
+WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_pair_coupled, dropout_far_coupled]
