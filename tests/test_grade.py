@@ -767,3 +767,29 @@ def test_ch15_numpy_in_the_online_softmax_exercises_is_refused_by_the_grader(tmp
                        for line in _section(run.stdout, name)), run.stdout
         others = [label for label in labels if label not in (merge, tile)]
         assert all(rows[name][label] == "pass" for label in others), (name, run.stdout)
+
+
+def test_a_refused_function_at_the_solution_cells_top_level_is_refused_by_the_grader(tmp_path):
+    """Chapter 12's fourth read, M1: the exercise's refusals held only while the checker called
+    the student's function, so a table built by the refused ``P.alibi_bias`` at the top of the
+    solution cell, then cropped and scaled by the function, scored pass. The worker now runs the
+    solution cell under the exercise's named refusals; the reference still passes."""
+    from tests.notebooks import solution_cell
+    source = read(ROOT / "notebooks" / "12_positions.ipynb")
+    label = "ch12-alibi-matrix"
+    table = nbformat.from_dict(source)
+    solution_cell(table, label).source = (
+        "import torch\n"
+        "import mathref.positions as P\n"
+        "_UNIT = P.alibi_bias(1, 64, dtype=torch.float64)[0] / P.alibi_slopes(1)[0]\n\n"
+        "def alibi_matrix(slope, T):\n"
+        "    return _UNIT[:T, :T] * slope\n")
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(source, folder / "reference.ipynb")
+    nbformat.write(table, folder / "table.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    assert rows["reference"]["score"] == str(len(exercise_labels(source))), run.stdout
+    assert rows["table"][label] in ("fail", "error"), run.stdout
+    report = "\n".join(_section(run.stdout, "table"))
+    assert "mathref.positions.alibi_bias" in report, report

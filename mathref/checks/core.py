@@ -126,7 +126,7 @@ def exercise(label, forbid=(), because="this exercise asks you to write it yours
             print(f"✅ {label}: passed" + (f" ({detail})" if detail else ""))
 
         run.label = label
-        run.forbid = tuple(forbid)
+        run.forbid, run.because = tuple(forbid), because
         # the signature shows generator= (the grader passes one when it is there)
         signature = inspect.signature(check)
         if not takes_generator:
@@ -493,8 +493,9 @@ class Forbidden:
     solution that catches it still fails."""
 
     def __init__(self, names, label="this exercise", because="this exercise asks you to write it "
-                 "yourself", trusted=()):
+                 "yourself", trusted=(), gate=True):
         self.names, self.label, self.because = tuple(names), label, because
+        self.with_gate = gate       # False: the named refusals only (a solution cell's top level)
         self.hits, self._saved, self._modes, self._attrs = [], [], [], []
         self.trusted = trusted      # code objects the checker hands to the answer
         self._gate = None
@@ -542,7 +543,7 @@ class Forbidden:
             else:
                 functions[obj] = name
         ACTIVE.append(self)
-        if self.label in CHECKS:        # an exercise's own rule: its gate on what runs, too
+        if self.with_gate and self.label in CHECKS:   # an exercise's own rule: its gate, too
             # (a decorator's wrapper is no copy of what it wraps: its code is every wrapper's)
             self._gate = gate.for_exercise(self.label, [
                 code for layer, code in self._saved if layer.__code__ not in self._wrappers])

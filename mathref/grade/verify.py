@@ -133,7 +133,9 @@ def verify(job, worker, emit):
                 started = True
             args, kwargs = worker.ask({"kind": "prepare", "solution": exercise["solution"],
                                        "check": exercise["check"],
-                                       "checker": exercise["checker"]}, deadline)
+                                       "checker": exercise["checker"],
+                                       "forbid": [list(getattr(checker, "forbid", ())), label,
+                                                  getattr(checker, "because", "")]}, deadline)
             if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
                 raise rpc.ChannelClosed("a malformed reply")
             kwargs.pop("generator", None)

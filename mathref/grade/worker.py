@@ -175,7 +175,13 @@ def main(argv=None):
                 endpoint.forbid = ()
                 namespace = dict(base)
                 stage = "your solution cell"
-                exec(compile(str(message["solution"]), "<solution cell>", "exec"), namespace)
+                # the exercise's named refusals hold at the cell's top level too: a table built
+                # there by a refused function is refused (the fourth read of chapter 12)
+                names, label, because = message.get("forbid") or ((), "", "")
+                rules = [_Forbidden(tuple(str(n) for n in names), str(label), str(because),
+                                    gate=False)] if names else []
+                code = compile(str(message["solution"]), "<solution cell>", "exec")
+                _under(rules, exec, (code, namespace), {})
                 stage = "the check cell"
                 recorder = _Recorder(str(message["checker"]))
                 namespace["checks"] = recorder
