@@ -129,8 +129,11 @@ ALLOWANCES = {
         ops=SOFTMAX + ("dropout", "linear", "layer_norm", "native_layer_norm", "gelu", "silu"),
         mathref=("mathref.transformer", "mathref.norm") + ATTENTION_HELPERS,
         allows="calling the sub-layers it is given"),
-    "ch14-rope-decode-step": dict(ops=SOFTMAX, mathref=POSITIONS,
-                                  allows="torch.softmax and mathref.positions"),
+    # the softmax by any name, the chapter's own (mathref.losses.softmax) included
+    "ch14-rope-decode-step": dict(ops=SOFTMAX + ("special_softmax",),
+                                  mathref=POSITIONS + ("mathref.losses",),
+                                  allows="torch.softmax (torch.special.softmax, "
+                                         "mathref.losses.softmax) and mathref.positions"),
     # q kᵀ by any name of a matrix product (F.linear(q, k) and torch.inner(q, k) are q kᵀ)
     "ch15-flash-tile-step": dict(ops=("linear", "inner"), allows="F.linear and torch.inner"),
     # chapter 16 allows any PyTorch tensor operation but the ready-made layers, optimizers and

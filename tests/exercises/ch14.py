@@ -331,3 +331,12 @@ RIGHT_ANSWERS["ch14-top-k"] = RIGHT_ANSWERS["ch14-top-k"] + [
     "    logits = logits.float()                       # as mathref.gpt.sample_next does\n"
     "    kth = torch.topk(logits, k, dim=-1).values[:, -1:]\n"
     "    return logits.masked_fill(logits < kth, float('-inf'))\n"]
+
+# the softmax under its other names, the chapter's own included (the sixth read found both
+# refused although the statement forbids neither)
+_BASE_DECODE = RIGHT_ANSWERS["ch14-rope-decode-step"][0]
+RIGHT_ANSWERS["ch14-rope-decode-step"] = RIGHT_ANSWERS["ch14-rope-decode-step"] + [
+    _BASE_DECODE.replace("torch.nn.functional.softmax(", "torch.special.softmax("),
+    "import mathref.losses\n" + _BASE_DECODE.replace("torch.nn.functional.softmax(",
+                                                     "mathref.losses.softmax("),
+]
