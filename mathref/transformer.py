@@ -446,7 +446,8 @@ def block_parameters(d_model, d_ff=None, kind="encoder", activation="relu", bias
 
 def block_flops(d_model, T, d_ff=None, kind="encoder", S=None, activation="relu"):
     """Forward FLOPs of the matrix products of one block on one sequence (2 per multiply–add;
-    biases, softmax and norms, O(T·d), are left out). T tokens in, S memory tokens (decoder):
+    biases and norms, O(T·d), and the softmax, O(H·T²) for H heads (O(H·T·S) across), are left
+    out). T tokens in, S memory tokens (decoder):
 
         projections      2·T·4d²            (W_Q, W_K, W_V, W_O)
         scores, mixing   2·T·T·d + 2·T·T·d  (Q Kᵀ and P V, all heads together; a causal mask

@@ -3,7 +3,8 @@ import pytest
 
 from mathref import checks
 from mathref.checks import ExerciseCheckFailed
-from tests.exercises.ch13 import block_in_float32
+from tests.exercises.ch13 import (block_in_float32, dff_as_float, dff_float_ceil,
+                                  dff_floor_rounded_up)
 
 
 def test_pre_norm_block_in_float32_is_rejected_for_its_dtype():
@@ -21,3 +22,21 @@ def test_pre_norm_block_reference_passes(capsys):
 
     checks.check_ch13_pre_norm_block(pre_norm_block)
     assert "✅ ch13-pre-norm-block: passed" in capsys.readouterr().out
+
+
+def test_swiglu_width_floor_rounded_up_fails_on_a_small_case_with_its_own_hint():
+    # LLaMA's integer rounding of ⌊8d/3⌋ is off by one at (4, 1) (10 vs 11); it used to pass
+    # every small case and fail only the huge one, blamed on floating-point division
+    with pytest.raises(ExerciseCheckFailed, match="d_model=4, multiple_of=1: expected 11, got 10") as err:
+        checks.check_ch13_swiglu_width(dff_floor_rounded_up)
+    assert "⌊8·d_model/3⌋" in err.value.message and "floating-point" not in err.value.message
+
+
+def test_swiglu_width_float_hint_only_for_the_float_result():
+    with pytest.raises(ExerciseCheckFailed, match="floating-point division") as err:
+        checks.check_ch13_swiglu_width(dff_float_ceil)
+    assert "⌊8·d_model/3⌋" not in err.value.message
+    # an exact integer returned as a float is not float division's rounding
+    with pytest.raises(ExerciseCheckFailed, match="return an int") as err:
+        checks.check_ch13_swiglu_width(dff_as_float)
+    assert "floating-point" not in err.value.message

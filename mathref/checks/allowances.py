@@ -122,8 +122,11 @@ ALLOWANCES = {
     # rotations as complex multiplication
     "ch12-rope-half": dict(ops=COMPLEX,
                            mathref=POSITIONS, allows="complex numbers and mathref.positions"),
-    "ch13-cross-attention": dict(ops=SOFTMAX, mathref=ATTENTION_HELPERS,
-                                 allows="torch.softmax and mathref's mask helpers"),
+    # F.linear(y, W_q.T) is y W_q (a product, as in ch10 and ch15); log_softmax(-1).exp() is
+    # the softmax (as in ch11-attention)
+    "ch13-cross-attention": dict(ops=SOFTMAX + LOG_SOFTMAX + ("linear",), mathref=ATTENTION_HELPERS,
+                                 allows="torch.softmax (or log_softmax), F.linear and mathref's "
+                                        "mask helpers"),
     # the sub-layers are handed in: running them runs mathref's modules and their operators
     "ch13-pre-norm-block": dict(
         ops=SOFTMAX + ("dropout", "linear", "layer_norm", "native_layer_norm", "gelu", "silu"),

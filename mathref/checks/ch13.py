@@ -4,6 +4,8 @@ Expected values come from independent sources: PyTorch's own layers (parameter c
 ``nn.TransformerDecoderLayer``), exact integer arithmetic, and mathref's EncoderBlock (tested
 against ``nn.TransformerEncoderLayer`` in tests/test_transformer.py).
 """
+import math
+
 import torch
 from torch import nn
 
@@ -79,15 +81,32 @@ def check_ch13_swiglu_width(swiglu_d_ff):
     in integers (the last case is beyond float64's exact integers: float division rounds the
     remainder away there)."""
     expect_callable(swiglu_d_ff, "swiglu_d_ff(d_model, multiple_of)")
-    for d, m in ((4096, 256), (512, 8), (768, 64), (96, 1), (64, 8), (300, 100), (5120, 256),
-                 (3 * 2 ** 50 + 1, 1), (integer(rng(1), 8, 10000), 2 ** integer(rng(2), 0, 9))):
+    # (4, 1): 8d/3 = 10.67, so rounding ⌊8d/3⌋ = 10 up to a multiple of 1 misses 11
+    for d, m in ((4096, 256), (512, 8), (768, 64), (96, 1), (4, 1), (64, 8), (300, 100),
+                 (5120, 256), (3 * 2 ** 50 + 1, 1),
+                 (integer(rng(1), 8, 10000), 2 ** integer(rng(2), 0, 9))):
         want = -(-8 * d // (3 * m)) * m            # ceil(8d / 3m) · m, in integers
         got = swiglu_d_ff(d, m)
-        hint = "" if 8 * d < 2 ** 53 else (
-            " (8·d_model/3 is beyond float64's exact integers here, so floating-point division "
-            "rounds the remainder away: use integer arithmetic, e.g. -(-a // b) for ⌈a/b⌉)")
+        hint = ""
+        if 8 * d >= 2 ** 53 and _equals(got, math.ceil(8 * d / (3 * m)) * m):
+            hint = (" (8·d_model/3 is beyond float64's exact integers here, so floating-point "
+                    "division rounds the remainder away: use integer arithmetic, e.g. -(-a // b) "
+                    "for ⌈a/b⌉)")
+        elif _equals(got, -(-(8 * d // 3) // m) * m) and not _equals(got, want):
+            hint = (" (that rounds ⌊8·d_model/3⌋ up to a multiple, not 8·d_model/3 itself: "
+                    "round the quotient 8·d_model/(3·multiple_of) up)")
+        elif isinstance(got, float):
+            hint = " (return an int: a float64 cannot hold every integer this large)"
         expect(got == want, f"d_model={d}, multiple_of={m}: expected {want}, got {got}{hint}")
     return "LLaMA-7B's 11008 = 256 · ⌈8·4096/(3·256)⌉"
+
+
+def _equals(got, value):
+    """Whether ``got == value`` holds, for an answer of any type (False if it cannot compare)."""
+    try:
+        return bool(got == value)
+    except Exception:
+        return False
 
 
 @exercise("ch13-decoder-params",
@@ -131,12 +150,13 @@ def _pre_norm_diagnosis(got, x, block):
     attn, ffn, n1, n2 = block.self_attn, block.ffn, block.norm1, block.norm2
     with torch.no_grad():
         post = n1(x + attn(x))
+        after_attn = x + attn(n1(x))
         mistakes = (
             (n2(post + ffn(post)), "this is the post-norm block, Norm(x + Sublayer(x)); pre-norm "
                                    "normalizes only the sub-layer's input: x + Sublayer(Norm(x))"),
             (ffn(n2(attn(n1(x)))), "the residual connections are missing: add each sub-layer's "
                                    "output to its input"),
-            (_two_steps(x, attn, ffn, n1, n1), "the second sub-layer must use norm2, not norm1"),
+            (after_attn + ffn(n1(after_attn)), "the second sub-layer must use norm2, not norm1"),
             (ffn(n2(n1(x) + attn(n1(x)))) + n2(n1(x) + attn(n1(x))),
              "the residual stream itself was normalized: only the sub-layer's input goes "
              "through the norm, x is added as it is"),
@@ -146,11 +166,6 @@ def _pre_norm_diagnosis(got, x, block):
                                                         rtol=1e-9, atol=1e-9):
             return f" ({why})"
     return ""
-
-
-def _two_steps(x, attn, ffn, norm1, norm2):
-    x = x + attn(norm1(x))
-    return x + ffn(norm2(x))
 
 
 @exercise("ch13-pre-norm-block",

@@ -164,6 +164,17 @@ WRONG_ANSWERS["ch13-pre-norm-block"].append(block_in_float32)
 WRONG_ANSWERS["ch13-swiglu-width"].append(dff_float_ceil)
 
 
+def dff_floor_rounded_up(d_model, multiple_of):   # LLaMA's rounding: ⌊8d/3⌋ up to a multiple
+    return multiple_of * ((8 * d_model // 3 + multiple_of - 1) // multiple_of)
+
+
+def dff_as_float(d_model, multiple_of):           # right integer, returned as a float
+    return float(-(-8 * d_model // (3 * multiple_of)) * multiple_of)
+
+
+WRONG_ANSWERS["ch13-swiglu-width"] += [dff_floor_rounded_up, dff_as_float]
+
+
 # Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
 _CROSS_HEADS = (
     "    B, T, d = y.shape\n"
@@ -322,5 +333,20 @@ RIGHT_ANSWERS = {
         "    scores = q @ k.transpose(-1, -2) / math.sqrt(d_k) + to_additive_mask(mask, y.dtype)\n"
         "    weights = scores.softmax(-1)\n"
         "    return (weights @ v).transpose(1, 2).reshape(B, T, d) @ W_o, weights\n",
+        # F.linear(y, W.T) is y W (a product by another name), and log_softmax's exp is the
+        # softmax: both allowed (the fifth read found them refused)
+        "import math\n"
+        "import torch.nn.functional as F\n\n"
+        "def cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed):\n"
+        "    B, T, d = y.shape\n"
+        "    S, d_k = memory.shape[1], d // n_heads\n"
+        "    heads = lambda z, L: z.view(B, L, n_heads, d_k).transpose(1, 2)\n"
+        "    q = heads(F.linear(y, W_q.T), T)\n"
+        "    k, v = heads(F.linear(memory, W_k.T), S), heads(F.linear(memory, W_v.T), S)\n"
+        "    scores = q @ k.transpose(-1, -2) / math.sqrt(d_k)\n"
+        "    scores = scores.masked_fill(~src_allowed[:, None, None, :], float('-inf'))\n"
+        "    weights = scores.log_softmax(-1).exp()\n"
+        "    out = (weights @ v).transpose(1, 2).reshape(B, T, d)\n"
+        "    return F.linear(out, W_o.T), weights\n",
     ],
 }
