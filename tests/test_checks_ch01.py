@@ -1,9 +1,11 @@
 """Chapter 1's checkers: right answers that pass, wrong ones that fail, and messages that name the
 right cause (a fresh read of chapter 1, 2026-11-29)."""
+import importlib
 import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 import torch
@@ -372,3 +374,120 @@ def test_torch_linalg_cond_is_refused_as_the_statement_says():
         return 2 / (lam[0].item() + lam[-1].item()), (kappa - 1) / (kappa + 1)
     with pytest.raises(ExerciseCheckFailed, match="linalg_cond"):
         checks.check_ch01_best_constant_step(with_cond)
+
+
+# Read 8's L1 and L2: PyTorch's own central difference and SGD in other forms. Each computes the
+# right numbers outside the check (asserted first, so the refusal is what fails it) and must be
+# refused by name inside it.
+_GRADCHECK = importlib.import_module("torch.autograd.gradcheck")
+
+
+def _first(value):
+    while not isinstance(value, torch.Tensor):
+        value = value[0]
+    return value.reshape(-1)[0].item()
+
+
+def _as_tensor_fn(f):
+    return lambda u: torch.tensor(f(u.item()), dtype=torch.float64)
+
+
+def _cd_private(f, x, h):
+    t = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)
+    return _first(_GRADCHECK._get_numerical_jacobian(_as_tensor_fn(f), (t,), eps=h))
+
+
+def _cd_deprecated_public(f, x, h):
+    t = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return _first(_GRADCHECK.get_numerical_jacobian(
+            lambda inputs: _as_tensor_fn(f)(inputs[0]), (t,), eps=h))
+
+
+def _cd_quotient_helper(f, x, h):
+    t = torch.tensor([float(x)], dtype=torch.float64)
+    return _first(_GRADCHECK._compute_numerical_gradient(
+        lambda: (_as_tensor_fn(f)(t),), t, torch.full([1], h, dtype=torch.float64), h,
+        lambda a, b: None))
+
+
+def _cd_jvp_helper(f, x, h):
+    t = torch.tensor([float(x)], dtype=torch.float64)
+    jvp = _GRADCHECK._get_numerical_jvp_fn(lambda: (_as_tensor_fn(f)(t),), t, h,
+                                           lambda a, b: None)
+    return _first(jvp(torch.full([1], h, dtype=torch.float64)))
+
+
+@pytest.mark.parametrize("answer, named", [
+    (_cd_private, "torch.autograd.gradcheck._get_numerical_jacobian"),
+    (_cd_deprecated_public, "torch.autograd.gradcheck.get_numerical_jacobian"),
+    (_cd_quotient_helper, "torch.autograd.gradcheck._compute_numerical_gradient"),
+    (_cd_jvp_helper, "torch.autograd.gradcheck._get_numerical_jvp_fn")])
+def test_pytorchs_own_central_difference_is_refused(answer, named, capsys):
+    for x, h in ((-1.5, 0.1), (0.3, 0.01)):
+        want = ((x + h) ** 3 - (x - h) ** 3) / (2 * h)
+        assert abs(answer(lambda t: t ** 3, x, h) - want) <= 1e-12 * max(1.0, abs(want))
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_central_difference(answer)
+    assert failure.value.message.startswith(f"your solution called {named}, which "
+                                            f"ch01-central-difference does not allow"), \
+        failure.value.message
+    assert "✅" not in capsys.readouterr().out
+
+
+def _sgd_kernel(kernel):
+    def gradient_descent_1d(df, x0, lr, steps):
+        sgd = importlib.import_module("torch.optim.sgd")
+        p, xs = torch.tensor(float(x0), dtype=torch.float64), [x0]
+        for _ in range(steps):
+            g = torch.tensor(df(p.item()), dtype=torch.float64)
+            getattr(sgd, kernel)([p], [g], [None], grad_scale=None, found_inf=None,
+                                 weight_decay=0.0, momentum=0.0, lr=lr, dampening=0.0,
+                                 nesterov=False, maximize=False, has_sparse_grad=False)
+            xs.append(p.item())
+        return xs
+    return gradient_descent_1d
+
+
+def _asgd_as_sgd(df, x0, lr, steps):
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)         # ASGD keeps η in the default dtype
+    try:
+        p = torch.nn.Parameter(torch.tensor(float(x0), dtype=torch.float64))
+        opt, xs = torch.optim.ASGD([p], lr=lr, lambd=0, alpha=0, t0=1e12), [x0]
+        for _ in range(steps):
+            p.grad = torch.tensor(df(p.item()), dtype=torch.float64)
+            opt.step()
+            xs.append(p.item())
+        return xs
+    finally:
+        torch.set_default_dtype(old)
+
+
+@pytest.mark.parametrize("answer, named", [
+    (_sgd_kernel("_single_tensor_sgd"), "torch.optim.sgd._single_tensor_sgd"),
+    (_sgd_kernel("_multi_tensor_sgd"), "torch.optim.sgd._multi_tensor_sgd"),
+    (_asgd_as_sgd, "torch.optim.ASGD.step")])
+def test_sgd_in_other_forms_is_refused_by_the_loop_exercise(answer, named, capsys):
+    df = lambda x: 4 * (x - 2) ** 3 + 2 * x
+    got, x = answer(df, 0.5, 0.02, 25), 0.5
+    for k in range(26):
+        assert abs(got[k] - x) <= 1e-12, (k, got[k], x)
+        x = x - 0.02 * df(x)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_gradient_descent_loop(answer)
+    assert failure.value.message.startswith(f"your solution called {named}, which "
+                                            f"ch01-gradient-descent-loop does not allow"), \
+        failure.value.message
+    assert "✅" not in capsys.readouterr().out
+
+
+def test_an_upward_settle_without_abs_on_r_fails_one_unit_below_a_tie():
+    # read 8's L3: with 1 − 2η = −1/2 the power at the odd k = 5 is negative, so the settle keeps
+    # 5; the answer is 6 (the read's second case, 2⁻⁷(1 − 2⁻⁵³), gives 7 for 8 the same way)
+    assert wrong.steps_settled_up_without_abs(1.0, 0.75, 2.0 ** -7 * (1 - 2.0 ** -53)) == 7
+    message = _steps_failure(wrong.steps_settled_up_without_abs)
+    assert message.startswith("x0=1.0, η=0.75, tol=0.031249999999999997: expected 6 steps, "
+                              "got 5"), message
+    assert "1 − 2η = -0.5 is negative and k = 5 odd" in message, message

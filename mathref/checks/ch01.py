@@ -1,5 +1,7 @@
 """Checkers for chapter 1: derivatives and gradient descent on x²."""
 import decimal
+import importlib
+import inspect
 import math
 import numbers
 import sys
@@ -35,8 +37,20 @@ def _near(a, b, rtol=1e-9):
     return abs(a - b) <= rtol * max(abs(a), abs(b), 1e-300)
 
 
+def _numerical_differences():
+    """PyTorch's own finite differences: every numerical helper of torch.autograd.gradcheck
+    (_get_numerical_jacobian, the deprecated public get_numerical_jacobian, the central quotient
+    _compute_numerical_gradient and the jvp helpers around it), found by name in that module so
+    that a helper added by a later torch is refused too."""
+    module = importlib.import_module("torch.autograd.gradcheck")
+    return tuple(f"{module.__name__}.{name}" for name, obj in sorted(vars(module).items())
+                 if "numerical" in name and inspect.isfunction(obj)
+                 and obj.__module__ == module.__name__)
+
+
 @exercise("ch01-central-difference",
-          forbid=("mathref.calculus.numerical_derivative", "mathref.calculus.numerical_gradient"),
+          forbid=("mathref.calculus.numerical_derivative", "mathref.calculus.numerical_gradient")
+          + _numerical_differences(),
           because="central_difference must apply the central-difference formula itself")
 def check_ch01_central_difference(central_difference):
     """central_difference(f, x, h) must return (f(x + h) − f(x − h)) / (2h)."""
@@ -80,6 +94,33 @@ def check_ch01_central_difference(central_difference):
     return "exact on x³, O(h²) accurate elsewhere"
 
 
+def _torch_optimizers():
+    """Every optimizer of torch.optim (a search for η with any of them, or plain SGD in disguise,
+    such as ASGD with lambd = 0): its step, under the name of the class that defines it (AdamW
+    inherits Adam's), its functional form (torch.optim.adam.adam) where there is one, and the
+    kernels that form dispatches to (torch.optim.sgd._single_tensor_sgd, _multi_tensor_sgd,
+    _fused_sgd), which a solution can also call directly."""
+    names = []
+    for name in torch.optim.__all__:
+        cls = getattr(torch.optim, name)
+        if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)) \
+                or cls is torch.optim.Optimizer or "step" not in vars(cls):
+            continue
+        names.append(f"torch.optim.{name}.step")
+        module = sys.modules.get(cls.__module__)
+        functional = cls.__module__.rsplit(".", 1)[-1]
+        if module is not None and callable(getattr(module, functional, None)):
+            names.append(f"{cls.__module__}.{functional}")
+        if module is not None:
+            names += [f"{cls.__module__}.{kernel}" for kernel, obj in sorted(vars(module).items())
+                      if kernel.startswith(("_single_tensor_", "_multi_tensor_", "_fused_"))
+                      and inspect.isfunction(obj) and obj.__module__ == cls.__module__]
+    return tuple(dict.fromkeys(names))
+
+
+_TORCH_OPTIMIZERS = _torch_optimizers()
+
+
 def _descent(df, x0, lr, steps):
     xs = [float(x0)]
     for _ in range(steps):
@@ -97,7 +138,7 @@ def _accumulated_descent(df, x0, lr, steps):
     return xs
 
 
-@exercise("ch01-gradient-descent-loop", forbid=_RUNS_GRADIENT_DESCENT,
+@exercise("ch01-gradient-descent-loop", forbid=_RUNS_GRADIENT_DESCENT + _TORCH_OPTIMIZERS,
           because="gradient_descent_1d must run the update x ← x − η·f′(x) itself")
 def check_ch01_gradient_descent_loop(gradient_descent_1d):
     """gradient_descent_1d(df, x0, lr, steps) returns [x_0, x_1, ..., x_steps]."""
@@ -162,28 +203,6 @@ def _worst_distance(H, Q, lr, steps):
             theta = theta - lr * (H @ theta)
         worst = max(worst, float(theta.norm()))
     return worst
-
-
-
-def _torch_optimizers():
-    """Every optimizer of torch.optim (a search for η with any of them): its step, under the
-    name of the class that defines it (AdamW inherits Adam's), and its functional form
-    (torch.optim.adam.adam) where there is one."""
-    names = []
-    for name in torch.optim.__all__:
-        cls = getattr(torch.optim, name)
-        if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)) \
-                or cls is torch.optim.Optimizer or "step" not in vars(cls):
-            continue
-        names.append(f"torch.optim.{name}.step")
-        module = sys.modules.get(cls.__module__)
-        functional = cls.__module__.rsplit(".", 1)[-1]
-        if module is not None and callable(getattr(module, functional, None)):
-            names.append(f"{cls.__module__}.{functional}")
-    return tuple(names)
-
-
-_TORCH_OPTIMIZERS = _torch_optimizers()
 
 
 @exercise("ch01-best-constant-step", forbid=_RUNS_GRADIENT_DESCENT + _TORCH_OPTIMIZERS + (
@@ -374,6 +393,10 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
              # logarithms rounds to exactly 5.0, whose ceiling stops one step short (a settle
              # that only steps down from the ceiling keeps 5)
              (1.0, 0.25, 2.0 ** -5 * (1 - 2.0 ** -53)),
+             # the same with 1 − 2η = −1/2: k = 6 is even, k = 5 odd, so a settle that steps up
+             # while |x0|·(1 − 2η)^k > tol, without the absolute value on r, sees a negative
+             # power at k = 5 and keeps it
+             (1.0, 0.75, 2.0 ** -5 * (1 - 2.0 ** -53)),
              # k ≈ 2·10¹⁰ (1 − 2η = 1 − 2⁻³³ exactly): instant with the closed form, endless
              # with a loop over the steps
              (1.0, 2.0 ** -34, 0.1)]
@@ -449,10 +472,13 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
                          f"the quotient of the float64 logarithms is {quotient!r}, above {got}, "
                          f"so something brought it down: an epsilon subtracted before the "
                          f"ceiling, or logarithms in float32")
+                sign = (f"; here 1 − 2η = {1 - 2 * lr:g} is negative and k = {got} odd, so "
+                        f"(1 − 2η)^{got} without the absolute value is negative and never "
+                        f"exceeds tol" if 1 - 2 * lr < 0 and got % 2 == 1 else "")
                 hint = (f" (one too few: |x0|·|1 − 2η|^{got} exceeds tol, by a relative "
                         f"{excess:.1g}; {cause}. Settle the candidate with the closed form in "
                         f"both directions: step up while |x0|·|1 − 2η|^k > tol, and down while "
-                        f"the step before also meets tol)")
+                        f"the step before also meets tol{sign})")
             elif got in (expected - 1, expected + 1):
                 hint = (" (off by one: k is the smallest whole number with |x0|·|1 − 2η|^k ≤ "
                         "tol, so round up with math.ceil)")

@@ -462,3 +462,72 @@ def steps_floor_plus_one(x0, lr, tol):   # floor + 1 for the ceiling: one too ma
 
 
 WRONG_ANSWERS["ch01-steps-to-tolerance"] += [steps_strict_first_test, steps_floor_plus_one]
+
+
+def steps_settled_up_without_abs(x0, lr, tol):   # (1 − 2η)^k, not |1 − 2η|^k, in the upward settle
+    # read 8's L3: for 1 − 2η < 0 and an odd k the power is negative and the settle never steps
+    # up: 5 for x0 = 1, η = 0.75, tol one rounding unit below 2⁻⁵ (the answer is 6)
+    if abs(x0) <= tol:
+        return 0
+    r = 1 - 2 * lr
+    if r == 0:
+        return 1
+    if abs(r) >= 1:
+        return math.inf
+    k = math.ceil(math.log(tol / abs(x0)) / math.log(abs(r)))
+    while k > 0 and abs(x0) * abs(r) ** (k - 1) <= tol:
+        k -= 1
+    while abs(x0) * r ** k > tol:
+        k += 1
+    return k
+
+
+WRONG_ANSWERS["ch01-steps-to-tolerance"] += [steps_settled_up_without_abs]
+
+# read 8's L1 and L2: PyTorch's own central difference (torch.autograd.gradcheck's numerical
+# helpers, the private and the deprecated public form) and SGD's kernels or ASGD as plain SGD
+SHORTCUTS["ch01-central-difference"] += [
+    "import importlib\n"
+    "import torch\n\n"
+    "def central_difference(f, x, h):\n"
+    "    gc = importlib.import_module('torch.autograd.gradcheck')\n"
+    "    t = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)\n"
+    "    fn = lambda u: torch.tensor(f(u.item()), dtype=torch.float64)\n"
+    "    return gc._get_numerical_jacobian(fn, (t,), eps=h)[0][0].reshape(-1)[0].item()\n",
+    "import importlib\n"
+    "import torch\n\n"
+    "def central_difference(f, x, h):\n"
+    "    gc = importlib.import_module('torch.autograd.gradcheck')\n"
+    "    t = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)\n"
+    "    fn = lambda inputs: torch.tensor(f(inputs[0].item()), dtype=torch.float64)\n"
+    "    return gc.get_numerical_jacobian(fn, (t,), eps=h)[0].reshape(-1)[0].item()\n",
+]
+SHORTCUTS["ch01-gradient-descent-loop"] += [
+    "import importlib\n"
+    "import torch\n\n"
+    "def gradient_descent_1d(df, x0, lr, steps):\n"
+    "    sgd = importlib.import_module('torch.optim.sgd')\n"
+    "    p, xs = torch.tensor(float(x0), dtype=torch.float64), [x0]\n"
+    "    for _ in range(steps):\n"
+    "        g = torch.tensor(df(p.item()), dtype=torch.float64)\n"
+    "        sgd._single_tensor_sgd([p], [g], [None], grad_scale=None, found_inf=None,\n"
+    "                               weight_decay=0.0, momentum=0.0, lr=lr, dampening=0.0,\n"
+    "                               nesterov=False, maximize=False, has_sparse_grad=False)\n"
+    "        xs.append(p.item())\n"
+    "    return xs\n",
+    # ASGD with lambd = 0 (and no averaging) is plain SGD; float64 state for η
+    "import torch\n\n"
+    "def gradient_descent_1d(df, x0, lr, steps):\n"
+    "    old = torch.get_default_dtype()\n"
+    "    torch.set_default_dtype(torch.float64)\n"
+    "    try:\n"
+    "        p = torch.nn.Parameter(torch.tensor(float(x0), dtype=torch.float64))\n"
+    "        opt, xs = torch.optim.ASGD([p], lr=lr, lambd=0, alpha=0, t0=1e12), [x0]\n"
+    "        for _ in range(steps):\n"
+    "            p.grad = torch.tensor(df(p.item()), dtype=torch.float64)\n"
+    "            opt.step()\n"
+    "            xs.append(p.item())\n"
+    "        return xs\n"
+    "    finally:\n"
+    "        torch.set_default_dtype(old)\n",
+]
