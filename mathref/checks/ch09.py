@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from mathref.checks.core import rng
+from mathref.checks.core import is_remote, rng
 from mathref.checks.core import (CheckFailure, as_tensor, exercise, expect, expect_callable,
                                  expect_close, expect_tensor_close)
 
@@ -195,7 +195,11 @@ def check_ch09_unit_distance(unit_distances):
             g, w = got[i].item(), want[i].item()
             hint = _dtype_hint(raw, U.dtype) or _unit_distance_diagnosis(g, w)
             raise CheckFailure(f"{what}: at index {list(i)} expected {w:.6g}, got {g:.6g}{hint}")
-    # how the distances are computed: the same function on 4 × 5 and on 40 × 50 pairs, d = 16
+    # how the distances are computed: the same function on 4 × 5 and on 40 × 50 pairs, d = 16.
+    # Under the grader the answer runs in another process, whose operations this meter does not
+    # see: there the values above decide (the statement says so)
+    if getattr(unit_distances, "remote", False) or is_remote(unit_distances):
+        return "‖u − v‖ = √(2 − 2 u·v), finite and accurate near distance 0 (values only)"
     _, small = _metered(unit_distances, U_small, V_small)
     _, big = _metered(unit_distances, U_big, V_big)
     _, wide = _metered(unit_distances, unit(4, 4 * d), unit(5, 4 * d))
