@@ -128,8 +128,9 @@ def test_numerical_and_mistyped_answers_fail_with_their_cause(check, answer, cau
 # The fifth read (2026-11-29): a one-sided difference quotient of the output delta is refused
 # at every step, and the 1 − Z₁² slip is named
 REFUSED_5 = [
-    (checks.check_ch03_output_delta, ex.delta_by_forward_difference, "one-sided difference"),
-    (checks.check_ch03_output_delta, ex.delta_by_forward_difference_best_step, "one-sided difference"),
+    (checks.check_ch03_output_delta, ex.delta_by_forward_difference, "one-sided one"),
+    (checks.check_ch03_output_delta, ex.delta_by_forward_difference_best_step, "one-sided one"),
+    (checks.check_ch03_output_delta, ex.delta_by_central_difference_small_step, "small step"),
     (checks.check_ch03_two_layer_backward, ex.backward_one_minus_z_squared, "not 1 − Z₁²"),
 ]
 

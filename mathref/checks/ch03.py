@@ -170,8 +170,9 @@ def check_ch03_output_delta(output_delta):
             off = (got.detach().to("cpu", torch.float64) - want).abs()
             expect(not (off.max().item() <= 1e-3 and (off > 1e-7 * want.abs() + 1e-10).any()),
                    f"{what}: off by up to {off.max().item():.2g} where Ŷ is close to Y, close but "
-                   f"not to float64 rounding (the formula is); a one-sided difference quotient "
-                   f"leaves an error of the size of its step there")
+                   f"not to float64 rounding (the formula is); a difference quotient leaves "
+                   f"errors of this size there: a one-sided one of the size of its step, a "
+                   f"central one with a small step the rounding of the loss over the step")
         _expect_tensor_close(got, want, what)
     return "δ₂ = (2/N)(Ŷ − Y)"
 

@@ -492,6 +492,17 @@ def delta_by_forward_difference_best_step(Y_hat, Y):  # h = 1e-8 ≈ √ε, its 
     return _delta_by_forward_difference(Y_hat, Y, 1e-8)
 
 
+def delta_by_central_difference_small_step(Y_hat, Y):   # the read's attack: h = 1e-7
+    loss = lambda P: ((P - Y) ** 2).sum(1).mean()
+    g = torch.empty_like(Y_hat)
+    for i in range(Y_hat.numel()):
+        up, down = Y_hat.clone(), Y_hat.clone()
+        up.view(-1)[i] += 1e-7
+        down.view(-1)[i] -= 1e-7
+        g.view(-1)[i] = (loss(up) - loss(down)) / 2e-7
+    return g
+
+
 def backward_one_minus_z_squared(X, Y, W1, b1, W2, b2):
     Z1, A1, Y_hat = _forward(X, W1, b1, W2, b2)
     d2 = 2 / X.shape[0] * (Y_hat - Y)
@@ -500,5 +511,6 @@ def backward_one_minus_z_squared(X, Y, W1, b1, W2, b2):
 
 
 WRONG_ANSWERS["ch03-output-delta"] += [delta_by_forward_difference,
-                                       delta_by_forward_difference_best_step]
+                                       delta_by_forward_difference_best_step,
+                                       delta_by_central_difference_small_step]
 WRONG_ANSWERS["ch03-two-layer-backward"].append(backward_one_minus_z_squared)
