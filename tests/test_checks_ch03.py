@@ -123,3 +123,66 @@ def test_numerical_and_mistyped_answers_fail_with_their_cause(check, answer, cau
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     with pytest.raises(ExerciseCheckFailed, match=cause):
         check(answer, generator=generator)
+
+
+# The fifth read (2026-11-29): a one-sided difference quotient of the output delta is refused
+# at every step, and the 1 − Z₁² slip is named
+REFUSED_5 = [
+    (checks.check_ch03_output_delta, ex.delta_by_forward_difference, "one-sided one"),
+    (checks.check_ch03_output_delta, ex.delta_by_forward_difference_best_step, "one-sided one"),
+    (checks.check_ch03_output_delta, ex.delta_by_central_difference_small_step, "small step"),
+    (checks.check_ch03_two_layer_backward, ex.backward_one_minus_z_squared, "not 1 − Z₁²"),
+]
+
+
+@pytest.mark.parametrize("check, answer, cause", REFUSED_5, ids=[f.__name__ for _, f, _ in REFUSED_5])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_one_sided_differences_and_the_pre_activation_slip_fail_with_their_cause(check, answer,
+                                                                                   cause, seed):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed, match=cause):
+        check(answer, generator=generator)
+
+
+@pytest.mark.parametrize("exponent", range(-13, 1))
+def test_a_one_sided_difference_of_the_output_delta_fails_at_any_step(exponent):
+    h = 10.0 ** exponent
+    with pytest.raises(ExerciseCheckFailed):
+        checks.check_ch03_output_delta(lambda Y_hat, Y: ex._delta_by_forward_difference(Y_hat, Y, h))
+
+
+def _central(loss, P, h):
+    g = torch.empty_like(P)
+    for i in range(P.numel()):
+        up, down = P.clone(), P.clone()
+        up.view(-1)[i] += h
+        down.view(-1)[i] -= h
+        g.view(-1)[i] = (loss(up) - loss(down)) / (2 * h)
+    return g
+
+
+def delta_by_central_difference_step_1(Y_hat, Y):
+    return _central(lambda P: ((P - Y) ** 2).sum(1).mean(), Y_hat, 1.0)
+
+
+def backward_dW2_by_central_difference_step_1(X, Y, W1, b1, W2, b2):
+    A1 = torch.tanh(X @ W1 + b1)
+    d2 = 2 / X.shape[0] * (A1 @ W2 + b2 - Y)
+    d1 = (d2 @ W2.T) * (1 - A1 ** 2)
+    dW2 = _central(lambda W: ((A1 @ W + b2 - Y) ** 2).sum(1).mean(), W2, 1.0)
+    return d1, X.T @ d1, d1.sum(0), dW2, d2.sum(0)
+
+
+ADMITTED = [(checks.check_ch03_output_delta, delta_by_central_difference_step_1),
+            (checks.check_ch03_two_layer_backward, backward_dW2_by_central_difference_step_1)]
+
+
+@pytest.mark.parametrize("check, answer", ADMITTED, ids=[f.__name__ for _, f in ADMITTED])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_central_differences_where_the_loss_is_quadratic_pass_as_the_statements_say(check, answer,
+                                                                                      seed, capsys):
+    # L is quadratic in Ŷ and in W₂, so a central difference there is exact up to rounding:
+    # values cannot refuse it, and the statements (cells 92 and 97) say it is not refused
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    check(answer, generator=generator)
+    assert "passed" in capsys.readouterr().out

@@ -144,9 +144,14 @@ def check_ch03_output_delta(output_delta):
     expect_callable(output_delta, "output_delta(Y_hat, Y)")
     by_hand = without_autograd(output_delta)
     gen = rng(3)
-    for n, d in ((5, 3), (8, 1), (2, 4)):
+    for n, d in ((5, 3), (8, 1), (2, 4), (6, 3)):
         Y_hat = torch.randn(n, d, generator=gen, dtype=torch.float64)
         Y = torch.randn(n, d, generator=gen, dtype=torch.float64)
+        if n == 6:
+            # every other row close to its target: there δ₂ is small, and a one-sided difference
+            # quotient's error (its step, times ∂²L/∂Ŷ²/2 = 1/N, plus the rounding of the O(1)
+            # loss over the step) is above the tolerance for every step (tests/test_checks_ch03.py)
+            Y = Y_hat - Y * torch.tensor([1.0, 1e-3] * 3, dtype=torch.float64)[:, None]
         (want,) = _autograd_grad(lambda yh: ((yh - Y) ** 2).sum(dim=1).mean(), Y_hat)
         got = by_hand(Y_hat.clone(), Y.clone())
         what = f"δ₂ for N={n} examples with {d} outputs"
@@ -161,6 +166,13 @@ def check_ch03_output_delta(output_delta):
                    f"examples only, so divide by N")
         expect(n == 2 or not _matches(got, want * n / 2), f"{what}: you returned Ŷ − Y; the "
                f"derivative of (1/N)Σ‖Ŷₙ − Yₙ‖² brings a factor 2/N")
+        if isinstance(got, torch.Tensor) and got.shape == want.shape:
+            off = (got.detach().to("cpu", torch.float64) - want).abs()
+            expect(not (off.max().item() <= 1e-3 and (off > 1e-7 * want.abs() + 1e-10).any()),
+                   f"{what}: off by up to {off.max().item():.2g} where Ŷ is close to Y, close but "
+                   f"not to float64 rounding (the formula is); a difference quotient leaves "
+                   f"errors of this size there: a one-sided one of the size of its step, a "
+                   f"central one with a small step the rounding of the loss over the step")
         _expect_tensor_close(got, want, what)
     return "δ₂ = (2/N)(Ŷ − Y)"
 
@@ -209,6 +221,9 @@ def check_ch03_two_layer_backward(two_layer_backward):
         dA1 = want_delta1 / (1 - torch.tanh(Z1) ** 2)           # ∂L/∂A₁
         expect(not _matches(got[0], dA1), f"delta1 = ∂L/∂Z1 {shape}: you returned ∂L/∂A1 = "
                f"δ₂W₂ᵀ; multiply by tanh′(Z₁) = 1 − A₁²")
+        expect(not _matches(got[0], dA1 * (1 - Z1 ** 2)),
+               f"delta1 = ∂L/∂Z1 {shape}: tanh′(Z₁) = 1 − tanh²(Z₁) = 1 − A₁², not 1 − Z₁²: "
+               f"square the activation A₁, not the pre-activation")
         expect(not _matches(got[0], dA1 * (1 - torch.tanh(torch.tanh(Z1)) ** 2)),
                f"delta1 = ∂L/∂Z1 {shape}: tanh′ must be evaluated at Z₁: 1 − tanh²(Z₁) = 1 − A₁², "
                f"not 1 − tanh²(A₁)")

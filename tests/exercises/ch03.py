@@ -470,3 +470,47 @@ def backward_by_richardson(X, Y, W1, b1, W2, b2):
 
 
 WRONG_ANSWERS["ch03-two-layer-backward"].append(backward_by_richardson)
+
+
+# Found by the fifth read (2026-11-29): a one-sided difference quotient of the loss, and the
+# 1 − Z₁² slip for tanh′ (now named by the checker)
+def _delta_by_forward_difference(Y_hat, Y, h):
+    loss = lambda P: ((P - Y) ** 2).sum(1).mean()
+    g = torch.empty_like(Y_hat)
+    for i in range(Y_hat.numel()):
+        P = Y_hat.clone()
+        P.view(-1)[i] += h
+        g.view(-1)[i] = (loss(P) - loss(Y_hat)) / h
+    return g
+
+
+def delta_by_forward_difference(Y_hat, Y):           # h = 1e-7
+    return _delta_by_forward_difference(Y_hat, Y, 1e-7)
+
+
+def delta_by_forward_difference_best_step(Y_hat, Y):  # h = 1e-8 ≈ √ε, its best step
+    return _delta_by_forward_difference(Y_hat, Y, 1e-8)
+
+
+def delta_by_central_difference_small_step(Y_hat, Y):   # the read's attack: h = 1e-7
+    loss = lambda P: ((P - Y) ** 2).sum(1).mean()
+    g = torch.empty_like(Y_hat)
+    for i in range(Y_hat.numel()):
+        up, down = Y_hat.clone(), Y_hat.clone()
+        up.view(-1)[i] += 1e-7
+        down.view(-1)[i] -= 1e-7
+        g.view(-1)[i] = (loss(up) - loss(down)) / 2e-7
+    return g
+
+
+def backward_one_minus_z_squared(X, Y, W1, b1, W2, b2):
+    Z1, A1, Y_hat = _forward(X, W1, b1, W2, b2)
+    d2 = 2 / X.shape[0] * (Y_hat - Y)
+    d1 = (d2 @ W2.T) * (1 - Z1 ** 2)                # tanh′ as 1 − Z₁², not 1 − A₁²
+    return d1, X.T @ d1, d1.sum(0), A1.T @ d2, d2.sum(0)
+
+
+WRONG_ANSWERS["ch03-output-delta"] += [delta_by_forward_difference,
+                                       delta_by_forward_difference_best_step,
+                                       delta_by_central_difference_small_step]
+WRONG_ANSWERS["ch03-two-layer-backward"].append(backward_one_minus_z_squared)
