@@ -234,11 +234,16 @@ def check_ch14_rope_decode_step(rope_decode_step):
             err = float((k_cache - k_rot[:, :, :t + 1]).abs().max())
             adjacent = float((k_cache[:, :, -1:] - _rope_adjacent(k[:, :, t:t + 1], pos[t:t + 1]))
                              .abs().max())
+            # the rotation by −Sθ (sin with the wrong sign): the chapter-12 sign slip
+            backwards = float((k_cache[:, :, -1:] - _rope_half(k[:, :, t:t + 1], -pos[t:t + 1]))
+                              .abs().max())
             expect(err < 1e-6, f"after position {t} {where}, k_cache must hold the keys rotated at "
                                f"their own positions 0…{t}; max error {err:.3g} "
                                + ("(you rotated adjacent pairs (x_0, x_1), …: the course's layout "
                                   "pairs x_i with x_(i+d/2))" if adjacent < 1e-6 else
-                                  f"(the new key is at position S = {t})"))
+                                  "(you rotated by −Sθ: the sine terms have the wrong sign; the "
+                                  "rotation is (x₁cos − x₂sin, x₁sin + x₂cos))" if backwards < 1e-6
+                                  else f"(the new key is at position S = {t})"))
             expect(tuple(out.shape) == (B, H, 1, d),
                    f"out must be [B, H, 1, d_k] = {[B, H, 1, d]}, got {list(out.shape)}")
             err = float((out - full[:, :, t:t + 1]).abs().max())

@@ -340,3 +340,22 @@ RIGHT_ANSWERS["ch14-rope-decode-step"] = RIGHT_ANSWERS["ch14-rope-decode-step"] 
     "import mathref.losses\n" + _BASE_DECODE.replace("torch.nn.functional.softmax(",
                                                      "mathref.losses.softmax("),
 ]
+
+
+def rope_decode_backwards(q_new, k_new, v_new, k_cache, v_cache):
+    """RoPE by −Sθ on both q and k (the sine's sign flipped): the sixth read's L6, whose message
+    named the position; the check now names the sign."""
+    def rotate(x, position):
+        d = x.shape[-1]
+        theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        cos, sin = torch.cos(position * theta), -torch.sin(position * theta)
+        x1, x2 = x[..., : d // 2], x[..., d // 2:]
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+    S = k_cache.shape[-2]
+    k_cache = torch.cat([k_cache, rotate(k_new, S)], dim=-2)
+    v_cache = torch.cat([v_cache, v_new], dim=-2)
+    weights = torch.softmax(rotate(q_new, S) @ k_cache.transpose(-2, -1) / math.sqrt(q_new.shape[-1]), -1)
+    return weights @ v_cache, k_cache, v_cache
+
+
+WRONG_ANSWERS["ch14-rope-decode-step"] = WRONG_ANSWERS["ch14-rope-decode-step"] + [rope_decode_backwards]
