@@ -137,6 +137,8 @@ ALLOWANCES = {
                                   mathref=POSITIONS + ("mathref.losses",),
                                   allows="torch.softmax (torch.special.softmax, "
                                          "mathref.losses.softmax) and mathref.positions"),
+    # U Vᵀ by any name of a matrix product (torch.inner(U, V) and F.linear(U, V) are U Vᵀ)
+    "ch09-unit-distance": dict(ops=("inner", "linear"), allows="torch.inner and F.linear"),
     # q kᵀ by any name of a matrix product (F.linear(q, k) and torch.inner(q, k) are q kᵀ)
     "ch15-flash-tile-step": dict(ops=("linear", "inner"), allows="F.linear and torch.inner"),
     # chapter 16 allows any PyTorch tensor operation but the ready-made layers, optimizers and

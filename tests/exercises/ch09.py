@@ -311,3 +311,13 @@ RIGHT_ANSWERS = {
         "    return F.softmax(query @ keys.T / temperature, dim=-1) @ values\n",
     ],
 }
+
+# U Vᵀ under its other names (the fourth read found torch.inner refused)
+RIGHT_ANSWERS["ch09-unit-distance"] += [
+    "import torch\n\n"
+    "def unit_distances(U, V):\n"
+    "    return (2 - 2 * torch.inner(U, V)).clamp_min(0).sqrt()\n",
+    "import torch.nn.functional as F\n\n"
+    "def unit_distances(U, V):\n"
+    "    return (2 - 2 * F.linear(U, V)).clamp_min(0).sqrt()\n",
+]
