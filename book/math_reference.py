@@ -246,6 +246,9 @@ ENTRIES = [
     Entry("norm.RMSNormFunction", "RMSNorm's hand-derived backward",
       r"\frac{\partial L}{\partial x_j} = \frac{1}{r}\left(\tilde g_j - \hat x_j \tfrac1d \textstyle\sum_i \tilde g_i \hat x_i\right),\ \tilde g = \gamma \odot g",
       "ch08-backward-passes-derived", "test_norm.py::test_rms_norm_function_gradcheck"),
+    Entry("norm.group_norm", "GroupNorm (statistics per example and group of channels)",
+      r"y_{n,c} = \gamma_c \frac{x_{n,c} - \mu_{n,g(c)}}{\sqrt{\sigma^2_{n,g(c)} + \epsilon}} + \beta_c",
+      "ch08-small-batches-family", "test_norm.py::test_group_norm_matches_F_group_norm_with_gradients"),
     # ---- chapter 9: similarity ----
     Entry("similarity.cosine_similarity", "cosine similarity",
       r"\cos\theta = \frac{a \cdot b}{\max(\lVert a\rVert, \epsilon)\, \max(\lVert b\rVert, \epsilon)}",
