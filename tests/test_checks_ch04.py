@@ -96,15 +96,21 @@ def test_a_float32_result_is_told_its_dtype(check, answer):
     assert "compute in float64" in err.value.message
 
 
-def topo_by_graphlib_by_hand(root):
-    # graphlib's sorter with its ready list filled by hand instead of the forbidden prepare()
-    import graphlib
+def _nodes(root):
+    """Every node of a Value graph, by id (what a graph library is handed)."""
     nodes, stack = {}, [root]
     while stack:
         v = stack.pop()
         if id(v) not in nodes:
             nodes[id(v)] = v
             stack.extend(v._prev)
+    return nodes
+
+
+def topo_by_graphlib_by_hand(root):
+    # graphlib's sorter with its ready list filled by hand instead of the forbidden prepare()
+    import graphlib
+    nodes = _nodes(root)
     sorter = graphlib.TopologicalSorter({k: {id(c) for c in v._prev} for k, v in nodes.items()})
     sorter._ready_nodes = [k for k, info in sorter._node2info.items() if info.npredecessors == 0]
     order = []
@@ -209,12 +215,7 @@ def test_a_lookup_of_the_refused_operator_names_it():
 
 def topo_by_networkx(root):
     import networkx as nx
-    nodes, stack = {}, [root]
-    while stack:
-        v = stack.pop()
-        if id(v) not in nodes:
-            nodes[id(v)] = v
-            stack.extend(v._prev)
+    nodes = _nodes(root)
     graph = nx.DiGraph()
     graph.add_nodes_from(nodes)
     graph.add_edges_from((id(c), k) for k, v in nodes.items() for c in v._prev)

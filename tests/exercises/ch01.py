@@ -414,6 +414,16 @@ def central_derivative_plus_h_squared(f, x, h):   # exact on x³ (3x² + h²), n
     return (f(x + 1e-5) - f(x - 1e-5)) / 2e-5 + h * h
 
 
+def _settled(x0, r, tol):
+    """The closed form's ceiling, settled by exact comparisons |x0|·r^k ≤ tol (0 < r < 1)."""
+    k = math.ceil(math.log(tol / abs(x0)) / math.log(r))
+    while k > 0 and abs(x0) * r ** (k - 1) <= tol:
+        k -= 1
+    while abs(x0) * r ** k > tol:
+        k += 1
+    return k
+
+
 def steps_special_cases_in_wrong_order(x0, lr, tol):   # inf for x0 = 0.5, η = 1, tol = 1: should be 0
     r = abs(1 - 2 * lr)
     if r >= 1:
@@ -422,12 +432,7 @@ def steps_special_cases_in_wrong_order(x0, lr, tol):   # inf for x0 = 0.5, η = 
         return 1
     if abs(x0) <= tol:
         return 0
-    k = math.ceil(math.log(tol / abs(x0)) / math.log(r))
-    while k > 0 and abs(x0) * r ** (k - 1) <= tol:
-        k -= 1
-    while abs(x0) * r ** k > tol:
-        k += 1
-    return k
+    return _settled(x0, r, tol)
 
 
 WRONG_ANSWERS["ch01-central-difference"].append(central_derivative_plus_h_squared)
@@ -442,23 +447,11 @@ def steps_strict_first_test(x0, lr, tol):   # |x0| < tol first: inf for x0 = -0.
         return 1
     if r >= 1:
         return math.inf
-    k = math.ceil(math.log(tol / abs(x0)) / math.log(r))
-    while k > 0 and abs(x0) * r ** (k - 1) <= tol:
-        k -= 1
-    while abs(x0) * r ** k > tol:
-        k += 1
-    return k
+    return _settled(x0, r, tol)
 
 
 def steps_floor_plus_one(x0, lr, tol):   # floor + 1 for the ceiling: one too many at every tie
-    if abs(x0) <= tol:
-        return 0
-    r = abs(1 - 2 * lr)
-    if r == 0:
-        return 1
-    if r >= 1:
-        return math.inf
-    return math.floor(math.log(tol / abs(x0)) / math.log(r)) + 1
+    return 0 if abs(x0) <= tol else steps_off_by_one(x0, lr, tol)
 
 
 WRONG_ANSWERS["ch01-steps-to-tolerance"] += [steps_strict_first_test, steps_floor_plus_one]
