@@ -1,6 +1,9 @@
 """Tokenizers and embedding lookups: text → token ids → vectors. See chapter 10.
 
 - ``CharTokenizer``: one token per character of a fixed alphabet.
+- ``ByteFallbackTokenizer``: the same alphabet plus the 256 bytes; a character outside the
+  alphabet is written as its UTF-8 bytes (SentencePiece's byte fallback), so every ``str``
+  encodes.
 - ``BPETokenizer``: byte-level byte-pair encoding. Training counts adjacent pairs of token
   ids, merges the most frequent pair into a new id, and repeats; encoding applies the learned
   merges in the order they were learned. Ids 0..255 are the 256 single bytes, so every byte
@@ -18,7 +21,7 @@ from torch import nn
 
 from mathref._validation import check_choice, check_int, check_tensor
 
-__all__ = ["GPT2_SPLIT_PATTERN", "CharTokenizer", "BPETokenizer", "pair_counts", "merge_pair",
+__all__ = ["GPT2_SPLIT_PATTERN", "CharTokenizer", "ByteFallbackTokenizer", "BPETokenizer", "pair_counts", "merge_pair",
            "most_frequent_pair", "embed", "embed_one_hot", "Embedding"]
 
 # Pre-tokenization in the style of GPT-2: text is cut into chunks (a word with its leading
@@ -72,6 +75,57 @@ class CharTokenizer:
         if bad:
             raise ValueError(f"ids out of range [0, {len(self.chars)}): {bad[:10]}")
         return "".join(self.chars[i] for i in ids)
+
+
+class ByteFallbackTokenizer(CharTokenizer):
+    """A character vocabulary with byte fallback, as in SentencePiece (Kudo and Richardson 2018).
+    See chapter 10.
+
+    Ids 0..V−1 are the characters of the alphabet (as in ``CharTokenizer``; ``from_text`` sorts
+    them) and ids
+    V..V+255 the 256 byte values (SentencePiece's ``<0x00>`` … ``<0xFF>``). A character of the
+    alphabet is one token; any other character is written as the byte tokens of its UTF-8
+    encoding, so every str encodes and decodes back exactly, and an unknown character costs
+    as many tokens as it has UTF-8 bytes (1 to 4).
+    """
+
+    @property
+    def vocab_size(self):
+        return len(self.chars) + 256
+
+    def encode(self, text):
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        first_byte, ids = len(self.chars), []
+        for c in text:
+            i = self.stoi.get(c)
+            if i is None:
+                ids.extend(first_byte + b for b in c.encode("utf-8"))
+            else:
+                ids.append(i)
+        return ids
+
+    def decode(self, ids, errors="replace"):
+        """The text of a sequence of ids. Consecutive byte tokens are decoded together as UTF-8;
+        a run that is not valid UTF-8 (a character cut in two) follows ``errors`` (U+FFFD by
+        default)."""
+        check_choice("errors", errors, ("strict", "replace", "ignore", "backslashreplace"))
+        ids = _id_list(ids, "ids")
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"ids out of range [0, {self.vocab_size}): {bad[:10]}")
+        first_byte, out, run = len(self.chars), [], bytearray()
+        for i in ids:
+            if i >= first_byte:
+                run.append(i - first_byte)
+                continue
+            if run:
+                out.append(run.decode("utf-8", errors=errors))
+                run.clear()
+            out.append(self.chars[i])
+        if run:
+            out.append(run.decode("utf-8", errors=errors))
+        return "".join(out)
 
 
 def pair_counts(chunks, counts=None):

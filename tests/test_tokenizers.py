@@ -14,7 +14,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from torch import nn
 
 from mathref import tokenizers as tk
-from mathref.tokenizers import BPETokenizer, CharTokenizer
+from mathref.tokenizers import BPETokenizer, ByteFallbackTokenizer, CharTokenizer
 
 # Hypothesis keeps caches in ./.hypothesis by default; keep the checkout clean (pytest would
 # otherwise warn about that folder on every later run).
@@ -143,6 +143,53 @@ def test_char_tokenizer_round_trip_of_any_str(text):
     ids = tok.encode(text)
     assert len(ids) == len(text) and max(ids) < tok.vocab_size
     assert tok.decode(ids) == text
+
+
+def hf_byte_fallback(chars):
+    """Oracle: the Hugging Face tokenizers library's BPE with byte_fallback=True, no merges, and
+    the vocabulary laid out as ByteFallbackTokenizer's (the characters, then <0x00> … <0xFF>)."""
+    from tokenizers import Tokenizer, models
+
+    vocab = {c: i for i, c in enumerate(chars)}
+    vocab.update({f"<0x{b:02X}>": len(chars) + b for b in range(256)})
+    return Tokenizer(models.BPE(vocab=vocab, merges=[], byte_fallback=True))
+
+
+BYTE_FALLBACK_ALPHABET = sorted(set(SAMPLE))
+HF_BYTE_FALLBACK = hf_byte_fallback(BYTE_FALLBACK_ALPHABET)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.text(max_size=100))
+def test_byte_fallback_matches_hugging_face_and_utf8(text):
+    tok = ByteFallbackTokenizer(BYTE_FALLBACK_ALPHABET)
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    if text:                                   # the library returns no ids for the empty string
+        assert ids == HF_BYTE_FALLBACK.encode(text).ids
+    # independently of both: a known character is one id, any other its UTF-8 bytes (str.encode)
+    expected = []
+    for c in text:
+        if c in BYTE_FALLBACK_ALPHABET:
+            expected.append(BYTE_FALLBACK_ALPHABET.index(c))
+        else:
+            expected.extend(len(BYTE_FALLBACK_ALPHABET) + b for b in c.encode("utf-8"))
+    assert ids == expected
+    assert max(ids, default=0) < tok.vocab_size == len(BYTE_FALLBACK_ALPHABET) + 256
+
+
+def test_byte_fallback_by_hand_and_a_cut_character():
+    tok = ByteFallbackTokenizer("ab ")
+    assert tok.encode("a κ") == [0, 2, 3 + 0xCE, 3 + 0xBA]        # κ is U+03BA = CE BA in UTF-8
+    assert tok.encode("東") == [3 + 0xE6, 3 + 0x9D, 3 + 0xB1]
+    assert tok.decode([0, 3 + 0xE6, 3 + 0x9D, 1]) == "a\ufffdb"    # a character cut in two
+    assert tok.decode([3 + 0xE6, 3 + 0x9D], errors="ignore") == ""
+    with pytest.raises(UnicodeDecodeError):
+        tok.decode([3 + 0xE6], errors="strict")
+    with pytest.raises(ValueError, match="out of range"):
+        tok.decode([3 + 256])
+    with pytest.raises(TypeError):
+        tok.encode(b"ab")
 
 
 @settings(max_examples=50, deadline=None, database=None)
