@@ -92,8 +92,9 @@ book: venv $(VENDOR_STAMP)
 	$(JB) build . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
+# --durations lists the slowest tests: where the unit step's time goes (issue 38's time budget).
 unit: venv nbgrader-venv $(ACTIONLINT)
-	$(PY) -m pytest -n 2 -q tests --ignore=tests/test_browser.py --ignore=tests/test_pdf.py
+	$(PY) -m pytest -n 2 -q --durations=25 tests --ignore=tests/test_browser.py --ignore=tests/test_pdf.py
 
 # The workflows in .github/workflows/ (tests on pull requests, the book published on a release
 # tag) cannot run here: actionlint checks them (tests/test_workflows.py, part of make unit).
