@@ -238,7 +238,10 @@ def check_ch08_batch_norm_backward(batch_norm_backward):
                                      "examples, not LayerNorm's per example"),
                                     ((dy * _xhat(x0, 0.0)[0]).sum(0),
                                      "ε is missing: s = √(σ² + ε), which matters wherever a "
-                                     "feature's batch variance is not large against ε")])
+                                     "feature's batch variance is not large against ε"),
+                                    ((dy * (x0 - x0.mean(0)) / (_xhat(x0, 0.0)[1] + eps)).sum(0),
+                                     "ε is added to the standard deviation: it goes inside the "
+                                     "square root, s = √(σ² + ε)")])
         _expect_tensor_close(dx, x.grad, f"∂L/∂x for {where} (statistics per feature, over the "
                                          "n examples)", rtol=1e-7, atol=1e-9,
                              wrong=_batch_norm_dx_mistakes(dy, x0, gamma0, eps))
@@ -274,6 +277,12 @@ def _batch_norm_dx_mistakes(dy, x, gamma, eps):
                 ((dy - dy.mean(0) - xhat * (dy * xhat).mean(0)) / s,
                  "γ is missing: the upstream gradient of x̂ is γ ⊙ dy"),
                 ((g - g.mean(0)) / s, "σ depends on x too: the term − x̂ · mean(g ⊙ x̂) is missing")]
+    xhat_0, s_0 = _xhat(x, 0.0)                         # ε left out of dx's 1/s only
+    mistakes.append(((g - g.mean(0) - xhat * (g * xhat).mean(0)) / s_0,
+                     "ε is missing from the 1/s of ∂L/∂x: s = √(σ² + ε) there too"))
+    mistakes.append(((g - g.mean(0) - xhat_0 * (g * xhat_0).mean(0)) / s_0,
+                     "ε is missing: s = √(σ² + ε), which matters wherever a feature's batch "
+                     "variance is not large against ε"))
     xhat_u, s_u = parts(unbiased=True)
     mistakes.append(((g - g.mean(0) - xhat_u * (g * xhat_u).mean(0)) / s_u,
                      "BatchNorm normalizes with the biased batch variance (÷ n)"))

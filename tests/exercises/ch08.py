@@ -462,3 +462,23 @@ def bnb_without_eps(dy, x, gamma, eps=1e-5):
 
 
 WRONG_ANSWERS["ch08-batch-norm-backward"].append(bnb_without_eps)
+
+
+def bnb_eps_outside_the_root(dy, x, gamma, eps=1e-5):
+    """s = σ + ε, the pitfall of the chapter's cell 28 (the sixth read: refused with no cause)."""
+    mu = x.mean(0)
+    s = ((x - mu) ** 2).mean(0).sqrt() + eps
+    xhat, g = (x - mu) / s, gamma * dy
+    return _bn_grads((g - g.mean(0) - xhat * (g * xhat).mean(0)) / s, dy, xhat)
+
+
+def bnb_eps_missing_from_dx_scale(dy, x, gamma, eps=1e-5):
+    """x̂ right, but dx's 1/s without ε (the sixth read: refused with no cause)."""
+    xhat, _ = _bn(x, eps)
+    _, s0 = _bn(x, 0.0)
+    g = gamma * dy
+    return _bn_grads((g - g.mean(0) - xhat * (g * xhat).mean(0)) / s0, dy, xhat)
+
+
+WRONG_ANSWERS["ch08-batch-norm-backward"] += [bnb_eps_outside_the_root, bnb_eps_missing_from_dx_scale]
+

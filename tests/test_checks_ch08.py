@@ -1,0 +1,18 @@
+"""Chapter 8's BatchNorm-backward checker names each ε mistake (the sixth read found two refused
+with a bare mismatch)."""
+import pytest
+
+from mathref.checks import CHECKS, ExerciseCheckFailed
+from tests.exercises import ch08 as wrong
+
+
+@pytest.mark.parametrize("answer, cause", [
+    (wrong.bnb_without_eps, "ε is missing"),
+    (wrong.bnb_eps_outside_the_root, "goes inside the square root"),
+    (wrong.bnb_eps_missing_from_dx_scale, "ε is missing from the 1/s"),
+])
+def test_batch_norm_backward_names_the_eps_mistake(answer, cause, capsys):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch08-batch-norm-backward"](answer)
+    assert "✅" not in capsys.readouterr().out
+    assert cause in failure.value.message, failure.value.message
