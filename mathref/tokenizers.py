@@ -21,8 +21,8 @@ from torch import nn
 
 from mathref._validation import check_choice, check_int, check_tensor
 
-__all__ = ["GPT2_SPLIT_PATTERN", "CharTokenizer", "ByteFallbackTokenizer", "BPETokenizer", "pair_counts", "merge_pair",
-           "most_frequent_pair", "embed", "embed_one_hot", "Embedding"]
+__all__ = ["GPT2_SPLIT_PATTERN", "CharTokenizer", "ByteFallbackTokenizer", "BPETokenizer",
+           "pair_counts", "merge_pair", "most_frequent_pair", "embed", "embed_one_hot", "Embedding"]
 
 # Pre-tokenization in the style of GPT-2: text is cut into chunks (a word with its leading
 # space, a number, a run of punctuation, whitespace) and merges never cross a chunk boundary.
