@@ -278,7 +278,7 @@ ENTRIES = [
     Entry("tokenizers.CharTokenizer", "one token per character", r"\mathrm{id}(c) = \operatorname{rank}(c)",
       "ch10-text-integers-characters-words", "test_tokenizers.py::test_char_tokenizer_round_trip_of_any_str"),
     Entry("tokenizers.ByteFallbackTokenizer", "characters, with unknown ones as UTF-8 bytes",
-      r"n(s) = \sum_{c \in s} [c \in A] + [c \notin A]\, w(c)",
+      r"n(s) = \sum_{c \in s} \bigl([c \in A] + [c \notin A]\, w(c)\bigr),\ w(c) = \text{UTF-8 bytes of } c",
       "ch10-byte-fallback-other-languages", "test_tokenizers.py::test_byte_fallback_matches_hugging_face_and_utf8"),
     Entry("tokenizers.pair_counts", "counts of adjacent pairs", r"n(a, b)",
       "ch10-byte-pair-encoding-traced", "test_tokenizers.py::test_pair_counts_and_most_frequent_pair_by_hand"),
