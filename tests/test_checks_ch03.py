@@ -173,16 +173,54 @@ def backward_dW2_by_central_difference_step_1(X, Y, W1, b1, W2, b2):
     return d1, X.T @ d1, d1.sum(0), dW2, d2.sum(0)
 
 
+def _one_sided_second_order(loss, P, h):
+    # (−3 L(P) + 4 L(P + hE) − L(P + 2hE)) / 2h: one-sided, but exact for a quadratic like the central one
+    g, L0 = torch.empty_like(P), loss(P)
+    for i in range(P.numel()):
+        one, two = P.clone(), P.clone()
+        one.view(-1)[i] += h
+        two.view(-1)[i] += 2 * h
+        g.view(-1)[i] = (-3 * L0 + 4 * loss(one) - loss(two)) / (2 * h)
+    return g
+
+
+def _forward(loss, P, h):
+    g, L0 = torch.empty_like(P), loss(P)
+    for i in range(P.numel()):
+        one = P.clone()
+        one.view(-1)[i] += h
+        g.view(-1)[i] = (loss(one) - L0) / h
+    return g
+
+
+def delta_by_one_sided_second_order_step_1(Y_hat, Y):
+    return _one_sided_second_order(lambda P: ((P - Y) ** 2).sum(1).mean(), Y_hat, 1.0)
+
+
+def delta_by_one_sided_second_order_step_1e_3(Y_hat, Y):
+    return _one_sided_second_order(lambda P: ((P - Y) ** 2).sum(1).mean(), Y_hat, 1e-3)
+
+
+def delta_by_richardson_of_forward_differences_step_1(Y_hat, Y):
+    loss = lambda P: ((P - Y) ** 2).sum(1).mean()
+    return 2 * _forward(loss, Y_hat, 1.0) - _forward(loss, Y_hat, 2.0)
+
+
+# The sixth read (2026-11-29): one-sided quotients exact for a quadratic pass, as cell 92 now says
 ADMITTED = [(checks.check_ch03_output_delta, delta_by_central_difference_step_1),
-            (checks.check_ch03_two_layer_backward, backward_dW2_by_central_difference_step_1)]
+            (checks.check_ch03_two_layer_backward, backward_dW2_by_central_difference_step_1),
+            (checks.check_ch03_output_delta, delta_by_one_sided_second_order_step_1),
+            (checks.check_ch03_output_delta, delta_by_one_sided_second_order_step_1e_3),
+            (checks.check_ch03_output_delta, delta_by_richardson_of_forward_differences_step_1)]
 
 
 @pytest.mark.parametrize("check, answer", ADMITTED, ids=[f.__name__ for _, f in ADMITTED])
 @pytest.mark.parametrize("seed", [None, 1, 2])
 def test_central_differences_where_the_loss_is_quadratic_pass_as_the_statements_say(check, answer,
                                                                                       seed, capsys):
-    # L is quadratic in Ŷ and in W₂, so a central difference there is exact up to rounding:
-    # values cannot refuse it, and the statements (cells 92 and 97) say it is not refused
+    # L is quadratic in Ŷ and in W₂, so a central difference (or a one-sided quotient of second
+    # order) there is exact up to rounding: values cannot refuse it, and the statements (cells 92
+    # and 97) say it is not refused
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     check(answer, generator=generator)
     assert "passed" in capsys.readouterr().out
