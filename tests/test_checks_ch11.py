@@ -43,3 +43,24 @@ def test_a_float32_answer_is_told_it_is_float32_rounding(cast_back):
         CHECKS["ch11-softmax-backward"](lambda P, G_P: _softmax_backward_in_float32(P, G_P, cast_back))
     message = failure.value.message
     assert "float32" in message and "compute in float64" in message, message
+
+
+INTERLEAVED_HEADS = (
+    "import torch.nn.functional as F\n\n"
+    "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
+    "    B, T, d = x.shape\n"
+    "    heads = lambda y: y.view(B, T, d // n_heads, n_heads).permute(0, 3, 1, 2)\n"
+    "    o = F.scaled_dot_product_attention(heads(x @ W_Q), heads(x @ W_K), heads(x @ W_V),\n"
+    "                                       is_causal=True)\n"
+    "    return o.transpose(1, 2).reshape(B, T, d) @ W_O\n")
+
+
+def test_interleaved_heads_through_sdpa_fail_on_their_values():
+    """The seventh read's M1: heads taken as every H-th column reach SDPA's math path
+    (aten._safe_softmax), which was refused as an operator; now allowed, the wrong split is
+    caught by its values."""
+    answer = reference_answer(read(PATHS["ch11-multi-head"]), "ch11-multi-head", INTERLEAVED_HEADS)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch11-multi-head"](answer)
+    message = failure.value.message
+    assert "expected" in message and "does not allow" not in message, message

@@ -110,11 +110,18 @@ ALLOWANCES = {
     # sanity check in a correct answer included)
     "ch10-bpe-encode": dict(mathref=("mathref.tokenizers", "mathref._validation"),
                             allows="mathref.tokenizers' pre-tokenization pattern"),
+    # the mask may be written from its definition by index: triu_indices/tril_indices create the
+    # (row, column) pairs above or below the diagonal, as arange does the positions
+    "ch11-causal-mask": dict(ops=("triu_indices", "tril_indices"),
+                             allows="torch.triu_indices and torch.tril_indices"),
     "ch11-attention": dict(ops=SOFTMAX + LOG_SOFTMAX, allows="torch.softmax (or log_softmax, logsumexp)"),
     "ch11-gqa-backward": dict(ops=SOFTMAX, mathref=ATTENTION_HELPERS, allows="torch.softmax"),
-    # the per-head attention may be PyTorch's: the exercise is the head split and merge
+    # the per-head attention may be PyTorch's: the exercise is the head split and merge. On a
+    # 3-D slice (B, T, d_k) of one head, SDPA takes its math path, whose softmax is
+    # aten._safe_softmax (a softmax that gives 0 to a fully masked row)
     "ch11-multi-head": dict(
-        ops=SOFTMAX + ("scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+        ops=SOFTMAX + ("_safe_softmax", "scaled_dot_product_attention",
+                       "_scaled_dot_product_attention_math",
                        "_scaled_dot_product_flash_attention_for_cpu"),
         allows="torch.softmax and F.scaled_dot_product_attention for each head"),
     # a width rounded up from 8d/3: exact fractions are a fair way to round

@@ -562,6 +562,13 @@ RIGHT_ANSWERS = {
         "def causal_additive_mask(T):\n"
         "    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]\n"
         "    return torch.where(j > i, float('-inf'), 0.0).to(torch.float64)\n",
+        # the (row, column) pairs above the diagonal by index (the seventh read's L3: refused)
+        "import torch\n\n"
+        "def causal_additive_mask(T):\n"
+        "    m = torch.zeros(T, T)\n"
+        "    i, j = torch.triu_indices(T, T, 1)\n"
+        "    m[i, j] = float('-inf')\n"
+        "    return m\n",
     ],
     "ch11-mha-param-count": [
         "def mha_param_count(d_model, n_heads, n_kv_heads, bias):\n"
@@ -613,6 +620,27 @@ RIGHT_ANSWERS = {
         "    s = s + torch.full((T, T), -math.inf, dtype=x.dtype).triu(1)\n"
         "    o = torch.softmax(s, -1) @ v\n"
         "    return torch.einsum('bhtk,hkd->btd', o, W_O.view(h, d_k, d))\n",
+        # SDPA on each head's 3-D slice (B, T, d_k), which takes its math path and
+        # aten._safe_softmax (the seventh read's M1: refused)
+        "import torch\n"
+        "import torch.nn.functional as F\n\n"
+        "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
+        "    B, T, d = x.shape\n"
+        "    q, k, v = (y.view(B, T, n_heads, d // n_heads).transpose(1, 2)\n"
+        "               for y in (x @ W_Q, x @ W_K, x @ W_V))\n"
+        "    o = [F.scaled_dot_product_attention(q[:, h], k[:, h], v[:, h], is_causal=True)\n"
+        "         for h in range(n_heads)]\n"
+        "    return torch.cat(o, dim=-1) @ W_O\n",
+        # the same on each head's block of columns of x W
+        "import torch\n"
+        "import torch.nn.functional as F\n\n"
+        "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
+        "    d_k = x.shape[-1] // n_heads\n"
+        "    q, k, v = x @ W_Q, x @ W_K, x @ W_V\n"
+        "    cols = lambda y, h: y[..., h * d_k:(h + 1) * d_k]\n"
+        "    o = [F.scaled_dot_product_attention(cols(q, h), cols(k, h), cols(v, h), is_causal=True)\n"
+        "         for h in range(n_heads)]\n"
+        "    return torch.cat(o, dim=-1) @ W_O\n",
     ],
     "ch11-gqa-backward": [
         "from mathref.attention import attention_weights, repeat_kv\n\n"
