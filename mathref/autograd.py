@@ -234,7 +234,7 @@ def draw_graph(root, ax=None, show_grad=True, title=None):
         for c in v._prev:
             parents.setdefault(id(c), []).append(v)
     # rows: each node near the mean height of its parents, at least 1 apart
-    pos = {}
+    pos, step = {}, 3.2
     for col in sorted(columns, reverse=True):
         nodes = columns[col]
         want = [sum(pos[id(p)][1] for p in parents.get(id(v), [])) /
@@ -247,8 +247,11 @@ def draw_graph(root, ax=None, show_grad=True, title=None):
             last = y
         shift = sum(want[i] for i in ranked) / len(ranked) - sum(ys) / len(ys)
         for i, y in zip(ranked, ys):
-            pos[id(nodes[i])] = (3.2 * col, y + shift)
-    height = max(p[1] for p in pos.values()) - min(p[1] for p in pos.values()) + 1
+            pos[id(nodes[i])] = (step * col, y + shift)
+    # an edge that skips a column would cross the boxes between: it runs in a lane above them
+    skips = any(pos[id(v)][0] - pos[id(c)][0] > 1.5 * step for v in order for c in v._prev)
+    top = max(p[1] for p in pos.values()) + (0.75 if skips else 0.0)      # (the lane's height)
+    height = top - min(p[1] for p in pos.values()) + 1
     if ax is None:
         _, ax = plt.subplots(figsize=(2.3 * n_cols + 1, 1.1 * height + 1),
                              constrained_layout=True)
@@ -263,6 +266,13 @@ def draw_graph(root, ax=None, show_grad=True, title=None):
                         arrowprops=dict(arrowstyle="->", color="0.3", lw=1))
             for k, c in enumerate(v._prev):
                 cx, cy = pos[id(c)]
+                if x - cx > 1.5 * step:         # up to the lane, along it, down to the circle
+                    ax.plot([cx + w / 2, cx + w / 2 + 0.4, ox - 0.45, ox - 0.45],
+                            [cy, top, top, y + r + 0.25], color="0.45", lw=1, zorder=2)
+                    ax.annotate("", xy=(ox - r * 0.7, y + r * 0.7), xytext=(ox - 0.45, y + r + 0.25),
+                                zorder=2, arrowprops=dict(arrowstyle="->", color="0.45", lw=1,
+                                                          shrinkA=0, shrinkB=0))
+                    continue
                 bend = 0.35 if c in v._prev[:k] else 0.0     # a child used twice: two arrows
                 ax.annotate("", xy=(ox - r * 0.9, y), xytext=(cx + w / 2, cy), zorder=2,
                             arrowprops=dict(arrowstyle="->", color="0.45", lw=1,
@@ -279,7 +289,7 @@ def draw_graph(root, ax=None, show_grad=True, title=None):
     xs = [p[0] for p in pos.values()]
     ys = [p[1] for p in pos.values()]
     ax.set_xlim(min(xs) - w / 2 - 0.3, max(xs) + w / 2 + 0.3)
-    ax.set_ylim(min(ys) - 0.6, max(ys) + 0.6)
+    ax.set_ylim(min(ys) - 0.6, top + 0.6)
     ax.set_aspect("equal")
     ax.axis("off")
     if title:

@@ -230,3 +230,82 @@ def test_a_graph_library_is_refused_by_its_package_with_the_exercise_reason():
     message = err.value.message
     assert "elementary operations" not in message and "matmul" not in message
     assert "depth-first search" in message and "plain Python" in message
+
+
+def silu_by_decomposition_table_get(x, grad_y):
+    from torch._decomp import decomposition_table
+    return decomposition_table.get(torch.ops.aten.silu_backward.default)(grad_y, x)
+
+
+def test_a_get_of_the_refused_operator_names_it():
+    # read 7, L3: .get returns None for the stand-in key, and the answer failed later as
+    # "TypeError: 'NoneType' object is not callable"
+    with pytest.raises(ExerciseCheckFailed) as err:
+        checks.check_ch04_silu_backward(silu_by_decomposition_table_get)
+    message = err.value.message
+    assert "TypeError" not in message and "NoneType" not in message
+    assert "torch.ops.aten.silu_backward" in message and "decomposition_table" in message
+    assert "product rule" in message
+
+
+def silu_by_difference_with_tensor_h(x, grad_y):
+    h = torch.tensor(1e-5)             # float32 (the default), but 0-d: x ± h stays float64
+    f = lambda t: t * torch.sigmoid(t)
+    return grad_y * (f(x + h) - f(x - h)) / (2 * h)
+
+
+def silu_by_difference_with_unused_float32(x, grad_y):
+    torch.zeros(3)                     # a float32 tensor the answer never uses
+    f = lambda t: t * torch.sigmoid(t)
+    return grad_y * (f(x + 1e-5) - f(x - 1e-5)) / 2e-5
+
+
+def vjp_by_difference_with_tensor_h(x, W, v):
+    h = torch.tensor(1e-4)             # float32 0-d: every tensor it meets stays float64
+    grad_x = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            e = torch.zeros_like(x)
+            e[i, j] = 1
+            up, down = torch.tanh((x + h * e) @ W), torch.tanh((x - h * e) @ W)
+            grad_x[i, j] = ((v * up).sum() - (v * down).sum()) / (2 * h)
+    delta = v * (1 - torch.tanh(x @ W) ** 2)
+    return grad_x, x.T @ delta
+
+
+@pytest.mark.parametrize("check, answer", [
+    (checks.check_ch04_silu_backward, silu_by_difference_with_tensor_h),
+    (checks.check_ch04_silu_backward, silu_by_difference_with_unused_float32),
+    (checks.check_ch04_linear_tanh_vjp, vjp_by_difference_with_tensor_h)])
+def test_a_harmless_float32_tensor_is_not_blamed(check, answer):
+    # read 7, L1: a float32 h (0-d) or an unused float32 tensor in a float64 difference quotient
+    # was named as the cause ("your code computed in torch.float32"); the quotient is
+    with pytest.raises(ExerciseCheckFailed, match="close but more than rounding") as err:
+        check(answer)
+    assert "your code computed in" not in err.value.message
+    assert "difference quotient" in err.value.message
+
+
+def silu_by_vmap(x, grad_y):
+    def one(xi, gi):
+        s = torch.sigmoid(xi)
+        return gi * (s + xi * s * (1 - s))
+    return torch.vmap(one)(x, grad_y)
+
+
+def vjp_by_vmap(x, W, v):
+    def row(xb, vb):
+        delta = vb * (1 - torch.tanh(xb @ W) ** 2)
+        return delta @ W.T, torch.outer(xb, delta)
+    grad_x, grad_W = torch.vmap(row)(x, v)
+    return grad_x, grad_W.sum(0)
+
+
+@pytest.mark.parametrize("check, answer", [(checks.check_ch04_silu_backward, silu_by_vmap),
+                                           (checks.check_ch04_linear_tanh_vjp, vjp_by_vmap)])
+def test_vmap_is_refused_as_a_torch_func_transform_not_as_autograd(check, answer):
+    # read 7, L2: vmap differentiates nothing; it is refused with torch.func's transforms (its C
+    # side too), and the message says so instead of "(autograd) ... without autograd"
+    with pytest.raises(ExerciseCheckFailed, match="torch.func's transforms, vmap included") as err:
+        check(answer)
+    assert "autograd" not in err.value.message

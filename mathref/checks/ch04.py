@@ -5,13 +5,14 @@ import re
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from mathref.autograd import Value
 from mathref.calculus import check_gradients
 from mathref.checks.core import rng, uniform
 from mathref.checks.core import AUTOGRAD_FUNCTIONAL
 from mathref.checks.core import exercise, expect, expect_callable, expect_close, without_autograd
-from mathref.checks.core import CheckFailure, ForbiddenCall, _refusing
+from mathref.checks.core import CheckFailure, ForbiddenCall, LOOKED_UP, _refusing
 
 __all__ = ["check_ch04_sigmoid_backward", "check_ch04_topological_order",
            "check_ch04_linear_tanh_vjp", "check_ch04_silu_backward"]
@@ -34,9 +35,17 @@ _LOW_PRECISION = (torch.float32, torch.float16, torch.bfloat16)
 
 
 class _Precision(TorchDispatchMode):
-    """Remembers the low-precision dtype of any tensor an operation makes while the answer runs
-    (float32 arithmetic inside an answer that returns float64: its rounding, about 6e-8
-    relative, is what the tight checks then see, not a difference quotient's error)."""
+    """Remembers the low-precision dtype of a tensor whose values reach the answer's float64
+    arithmetic while the answer runs (float32 arithmetic inside an answer that returns float64:
+    its rounding, about 6e-8 relative, is what the tight checks then see, not a difference
+    quotient's error). A low-precision tensor counts where it is converted (``.double()``,
+    ``.item()``, a copy into a float64 tensor) or where one of more than one element enters an
+    operation with a float64 result. A lone float32 number in float64 arithmetic does not
+    (``x + torch.tensor(1e-5)`` is float64: a 0-d tensor does not set the dtype), nor does a
+    float32 tensor made and not used."""
+
+    _CONVERSIONS = ("aten._to_copy", "aten.to", "aten.copy_", "aten.copy", "aten.item",
+                    "aten._local_scalar_dense")
 
     def __init__(self):
         super().__init__()
@@ -44,10 +53,20 @@ class _Precision(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if self.low is None:
-            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+        if self.low is None:      # (plain loops: a comprehension is a call the gate refuses)
+            low, big, high, outs = None, False, False, 0
+            for t in tree_leaves((args, kwargs)):
                 if isinstance(t, torch.Tensor) and t.dtype in _LOW_PRECISION:
-                    self.low = t.dtype
+                    low, big = t.dtype, big or t.numel() > 1
+            if low is not None:
+                for t in tree_leaves(out):
+                    if isinstance(t, torch.Tensor):
+                        outs += 1
+                        high = high or (t.dtype.is_floating_point
+                                        and t.dtype not in _LOW_PRECISION)
+                converted = str(func.overloadpacket) in self._CONVERSIONS and (high or not outs)
+                if converted or (high and big):
+                    self.low = low
         return out
 
 
@@ -60,18 +79,26 @@ def _watched(answer, label, because, precision):
     answer runs in another process, where neither is seen: the messages then stay generic."""
     @functools.wraps(answer)
     def call(*args, **kwargs):
+        start = len(LOOKED_UP)
         try:
             with precision:
                 return answer(*args, **kwargs)
-        except KeyError as err:
-            key = err.args[0] if err.args else None
-            if isinstance(key, _refusing):
+        except (KeyError, TypeError, AttributeError) as err:
+            # decomposition_table[op] fails as a KeyError, decomposition_table.get(op) returns
+            # None and fails later ("'NoneType' object is not callable"): the stand-in was
+            # hashed as a key either way (core's LOOKED_UP)
+            key = err.args[0] if isinstance(err, KeyError) and err.args else None
+            name = (key._forbidden_name if isinstance(key, _refusing)
+                    else LOOKED_UP[start] if len(LOOKED_UP) > start else None)
+            if name is not None:
                 raise CheckFailure(
-                    f"your solution ran a lookup keyed by {key._forbidden_name} (in a table "
-                    f"such as torch._decomp's decomposition_table: during the check that key "
-                    f"stands for the refused operator, so the lookup fails), which {label} "
+                    f"your solution ran a lookup keyed by {name} (in a table such as "
+                    f"torch._decomp's decomposition_table: during the check that key stands "
+                    f"for the refused operator, so the lookup finds nothing), which {label} "
                     f"does not allow: {because}") from None
             raise
+        finally:
+            del LOOKED_UP[start:]
     return call
 
 

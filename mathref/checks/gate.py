@@ -237,7 +237,10 @@ def _classify(filename, gate):
         if rel[0] in _TORCH_REFUSED or rel[0].removesuffix(".py") in _TORCH_REFUSED:
             return f"torch.{rel[0].removesuffix('.py')} (PyTorch's reference implementations)"
         if gate.no_autograd and rel[0] in _TORCH_AUTOGRAD and rel[-1] not in _AUTOGRAD_ALLOWED:
-            return f"torch.{'.'.join(rel)[:-3]} (autograd)"
+            # (torch.func's transforms are refused together, vmap with them although it
+            # differentiates nothing, as its C side torch._C._functorch is: so say which)
+            kind = "autograd" if rel[0] == "autograd" else "torch.func's transforms, vmap included"
+            return f"torch.{'.'.join(rel)[:-3]} ({kind})"
         return None
     if _SITE in path:
         package = path.split(_SITE, 1)[1].split(os.sep)[0]
