@@ -65,7 +65,7 @@ def check_ch05_logsumexp(stable_logsumexp):
         value = _as_number(got, what)
         want = torch.logsumexp(x.double(), 0).item()
         expect(math.isfinite(value), f"{what}: expected {want:.10g}, got {value} — an exp "
-               "overflowed: subtract the maximum of x (not its mean or its first entry) so "
+               "overflowed: subtract the maximum of x (not its mean or any other entry) so "
                "that the largest exponent is e^0 = 1")
         tol = 1e-6 if x.dtype == torch.float32 else 1e-12
         hint = ""
