@@ -179,7 +179,10 @@ def check_ch09_unit_distance(unit_distances):
     B64 = F.normalize(A64 + 1e-5 * torch.randn(50, 16, generator=gen, dtype=torch.float64), dim=-1)
     cases.append((A64, B64, "50 float64 unit vectors in ℝ¹⁶ against near-duplicates at distance "
                             "≈ 4e-5", 1e-5, 1e-9))
-    for U, V, what, rtol, atol in cases:
+    remote = getattr(unit_distances, "remote", False) or is_remote(unit_distances)
+    for k, (U, V, what, rtol, atol) in enumerate(cases):
+        if k == 1 and not remote:
+            _expect_one_matrix_product(unit_distances, unit, U_small, V_small, U_big, V_big, d)
         raw = _on_copies(unit_distances, (U, V), "UV", what)
         got = as_tensor(raw, what)
         want = _exact_distances(U, V)
@@ -195,11 +198,17 @@ def check_ch09_unit_distance(unit_distances):
             g, w = got[i].item(), want[i].item()
             hint = _dtype_hint(raw, U.dtype) or _unit_distance_diagnosis(g, w)
             raise CheckFailure(f"{what}: at index {list(i)} expected {w:.6g}, got {g:.6g}{hint}")
+    if remote:
+        return "‖u − v‖ = √(2 − 2 u·v), finite and accurate near distance 0 (values only)"
+    return "‖u − v‖ = √(2 − 2 u·v) from one matrix product, clamped where rounding pushes u·v above 1"
+
+
+def _expect_one_matrix_product(unit_distances, unit, U_small, V_small, U_big, V_big, d):
+    """How the distances are computed, checked after the first (small) case and before the large
+    ones, so that a per-pair Python loop is refused in milliseconds, not after 40,000 pairs."""
     # how the distances are computed: the same function on 4 × 5 and on 40 × 50 pairs, d = 16.
     # Under the grader the answer runs in another process, whose operations this meter does not
     # see: there the values above decide (the statement says so)
-    if getattr(unit_distances, "remote", False) or is_remote(unit_distances):
-        return "‖u − v‖ = √(2 − 2 u·v), finite and accurate near distance 0 (values only)"
     _, small = _metered(unit_distances, U_small, V_small)
     _, big = _metered(unit_distances, U_big, V_big)
     _, wide = _metered(unit_distances, unit(4, 4 * d), unit(5, 4 * d))
@@ -220,8 +229,6 @@ def check_ch09_unit_distance(unit_distances):
            f"your function runs {small.calls} tensor operations for 4 × 5 pairs in ℝ¹⁶ but "
            f"{wide.calls} in ℝ⁶⁴: it loops over the coordinates. Compute every u_i·v_j at once "
            f"with one matrix product U @ V.T")
-
-    return "‖u − v‖ = √(2 − 2 u·v) from one matrix product, clamped where rounding pushes u·v above 1"
 
 
 def _unit_distance_diagnosis(got, want):
