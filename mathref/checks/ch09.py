@@ -208,7 +208,7 @@ def _expect_one_matrix_product(unit_distances, unit, U_small, V_small, U_big, V_
     ones, so that a per-pair Python loop is refused in milliseconds, not after 40,000 pairs."""
     # how the distances are computed: the same function on 4 × 5 and on 40 × 50 pairs, d = 16.
     # Under the grader the answer runs in another process, whose operations this meter does not
-    # see: there the values above decide (the statement says so)
+    # see: there the value cases alone decide (the statement says so), and this is not called
     _, small = _metered(unit_distances, U_small, V_small)
     _, big = _metered(unit_distances, U_big, V_big)
     _, wide = _metered(unit_distances, unit(4, 4 * d), unit(5, 4 * d))
