@@ -17,7 +17,9 @@ products in bfloat16, the weights and the optimizer in float32) only where this 
 bf16 faster than float32, as ``mathref.device.cpu_bf16_probe`` measures at start-up (CPUs with
 AVX512-BF16 or AMX do; an AVX2-only CPU emulates bf16, 34× slower than float32 on the one in
 issue 36); float32 elsewhere, where (b) has 2 layers instead of 4 (FLOAT32_CHANGES: with
-AVX2 kernels the cheaper step was estimated to reach 1.88 sooner; benchmarks/README.md). The script prints the choice and the measured ratio;
+AVX2 kernels in float32 the 4-layer step costs 3.69 times (a)'s and in a screening was too
+slow to reach 1.88 within 0.2 of (a)'s time; the 2-layer one reaches it at 0.16,
+benchmarks/README.md). The script prints the choice and the measured ratio;
 ``MATHREF_CPU_BF16=0`` or ``=1`` overrides it. In bf16, attention runs on SDPA's math backend,
 because at a context of 64 PyTorch's CPU flash kernel took about twice as long for the forward
 and backward pass in bfloat16 (``benchmarks/fused_paths.py`` times both); in float32 on SDPA's
