@@ -59,6 +59,29 @@ def test_not_a_callable_is_reported():
             CHECKS[label](torch.zeros(3))
 
 
+def test_a_refusal_inside_a_library_function_names_the_function_called():
+    """flex_attention reaches torch.distributions: the message names flex_attention (the
+    seventh read of chapter 14 found only torch.distributions named); a refused function the
+    answer calls itself is named alone."""
+    flex = ("import torch\nfrom torch.nn.attention.flex_attention import flex_attention\n\n"
+            "def rope_decode_step(q_new, k_new, v_new, k_cache, v_cache):\n"
+            "    k_cache = torch.cat([k_cache, k_new], dim=-2)\n"
+            "    v_cache = torch.cat([v_cache, v_new], dim=-2)\n"
+            "    return flex_attention(q_new, k_cache, v_cache), k_cache, v_cache\n")
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch14-rope-decode-step"](_answer("ch14-rope-decode-step", flex))
+    assert "ran torch.nn.attention.flex_attention.flex_attention, which ran " in \
+        failure.value.message, failure.value.message
+    assert "torch.distributions (ready-made probability distributions)" in failure.value.message
+    direct = ("import torch._refs as R\n\n"
+              "def stable_logsumexp(x):\n"
+              "    return R.logsumexp(x, 0)\n")
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch05-logsumexp"](_answer("ch05-logsumexp", direct))
+    assert "your solution ran logsumexp (from torch._refs" in failure.value.message, \
+        failure.value.message
+
+
 def test_a_table_of_answers_fails_under_another_generator():
     """Class 9: answers recorded for the notebook's inputs pass there and nowhere else."""
     label = "ch05-logsumexp"

@@ -141,10 +141,14 @@ ALLOWANCES = {
         mathref=("mathref.transformer", "mathref.norm") + ATTENTION_HELPERS,
         allows="calling the sub-layers it is given"),
     # the softmax by any name, the chapter's own (mathref.losses.softmax) included
-    "ch14-rope-decode-step": dict(ops=SOFTMAX + ("special_softmax",),
+    "ch14-rope-decode-step": dict(ops=SOFTMAX + LOG_SOFTMAX + ("special_softmax",),
                                   mathref=POSITIONS + ("mathref.losses",),
                                   allows="torch.softmax (torch.special.softmax, "
-                                         "mathref.losses.softmax) and mathref.positions"),
+                                         "mathref.losses.softmax, log_softmax(...).exp()) and "
+                                         "mathref.positions"),
+    # the softmax is increasing: keeping the k most probable is keeping the k largest logits
+    "ch14-top-k": dict(ops=SOFTMAX + LOG_SOFTMAX + ("special_softmax",),
+                       allows="torch.topk, torch.softmax and log_softmax"),
     # U Vᵀ by any name of a matrix product (torch.inner(U, V) and F.linear(U, V) are U Vᵀ)
     "ch09-unit-distance": dict(ops=("inner", "linear"), allows="torch.inner and F.linear"),
     # q kᵀ by any name of a matrix product (F.linear(q, k) and torch.inner(q, k) are q kᵀ)

@@ -234,6 +234,8 @@ def _classify(filename, gate):
         return f"{module} (mathref's own code)"
     if _TORCH and path.startswith(_TORCH):
         rel = os.path.relpath(path, _TORCH).split(os.sep)
+        if rel[0] == "distributions":
+            return "torch.distributions (ready-made probability distributions)"
         if rel[0] in _TORCH_REFUSED or rel[0].removesuffix(".py") in _TORCH_REFUSED:
             return f"torch.{rel[0].removesuffix('.py')} (PyTorch's reference implementations)"
         if gate.no_autograd and rel[0] in _TORCH_AUTOGRAD and rel[-1] not in _AUTOGRAD_ALLOWED:
@@ -282,6 +284,24 @@ def _from_answer(frame):
             or (_TORCH and path.startswith(_TORCH))
             or (path.startswith("<") and not path.startswith(_ANSWER_STRINGS)))
     return known
+
+
+def _through(frame, name):
+    """``name``, or "f, which ran name" where the refused code runs inside a library function
+    f that the answer called (flex_attention reaches torch.distributions: f is the cause)."""
+    chain = [frame]                     # from the refused code up to what the answer called
+    while chain[-1].f_back is not None and not _from_answer(chain[-1].f_back):
+        chain.append(chain[-1].f_back)
+        if chain[-1].f_code.co_filename.startswith(_CHECKS):
+            return name                 # called by the checker (a copy handed in), not the answer
+    if chain[-1].f_back is None:
+        return name                     # not under the answer's own code
+    # the outermost function with a plain public name (not a wrapper's inner function)
+    entry = next((f for f in reversed(chain) if "<" not in f.f_code.co_qualname
+                  and not f.f_code.co_name.startswith("_")), frame)
+    if entry is frame:
+        return name
+    return f"{entry.f_globals.get('__name__', '?')}.{entry.f_code.co_qualname}, which ran {name}"
 
 
 def _importing(frame):
@@ -456,7 +476,7 @@ class Gate:
                     and code.co_filename == _INSPECT and _from_answer(frame.f_back):
                 self._profile_refuse(code.co_name, "inspect: the checker's frames")
             if verdict is not None and not _importing(frame):
-                self._profile_refuse(f"{code.co_name}", verdict)
+                self._profile_refuse(_through(frame, code.co_name), verdict)
         elif event == "c_call":
             if not _from_answer(frame):
                 return      # a builtin the library calls: its Python code was judged above

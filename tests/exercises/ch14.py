@@ -339,7 +339,19 @@ RIGHT_ANSWERS["ch14-rope-decode-step"] = RIGHT_ANSWERS["ch14-rope-decode-step"] 
     _BASE_DECODE.replace("torch.nn.functional.softmax(", "torch.special.softmax("),
     "import mathref.losses\n" + _BASE_DECODE.replace("torch.nn.functional.softmax(",
                                                      "mathref.losses.softmax("),
+    # log_softmax(...).exp() is the softmax (the seventh read found it refused)
+    _BASE_DECODE.replace("torch.nn.functional.softmax(scores / math.sqrt(q_new.shape[-1]), dim=-1)",
+                         "torch.nn.functional.log_softmax(scores / math.sqrt(q_new.shape[-1]), "
+                         "dim=-1).exp()"),
 ]
+# thresholding the probabilities: the softmax is increasing, so the k most probable tokens are
+# the k largest logits (the seventh read found both forms refused)
+RIGHT_ANSWERS["ch14-top-k"] = RIGHT_ANSWERS["ch14-top-k"] + [
+    "import torch\n\n"
+    "def top_k_filter(logits, k):\n"
+    f"    p = torch.{name}(logits, -1)\n"
+    "    return logits.masked_fill(p < torch.topk(p, k).values[:, -1:], float('-inf'))\n"
+    for name in ("softmax", "log_softmax")]
 
 
 def rope_decode_backwards(q_new, k_new, v_new, k_cache, v_cache):
