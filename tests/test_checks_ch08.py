@@ -1,5 +1,5 @@
-"""Chapter 8's BatchNorm-backward checker names each ε mistake (the sixth read found two refused
-with a bare mismatch)."""
+"""Chapter 8's BatchNorm-backward checker names each ε mistake and each statistic treated as a
+constant (the sixth and seventh reads found three refused with a bare mismatch)."""
 import pytest
 
 from mathref.checks import CHECKS, ExerciseCheckFailed
@@ -10,6 +10,8 @@ from tests.exercises import ch08 as wrong
     (wrong.bnb_without_eps, "ε is missing"),
     (wrong.bnb_eps_outside_the_root, "goes inside the square root"),
     (wrong.bnb_eps_missing_from_dx_scale, "ε is missing from the 1/s"),
+    (wrong.bnb_sigma_constant, "σ depends on x too"),
+    (wrong.bnb_mu_constant, "μ depends on x too"),
 ])
 def test_batch_norm_backward_names_the_eps_mistake(answer, cause, capsys):
     with pytest.raises(ExerciseCheckFailed) as failure:

@@ -276,7 +276,9 @@ def _batch_norm_dx_mistakes(dy, x, gamma, eps):
                  "sums where the formula has means: the 1/n is missing"),
                 ((dy - dy.mean(0) - xhat * (dy * xhat).mean(0)) / s,
                  "γ is missing: the upstream gradient of x̂ is γ ⊙ dy"),
-                ((g - g.mean(0)) / s, "σ depends on x too: the term − x̂ · mean(g ⊙ x̂) is missing")]
+                ((g - g.mean(0)) / s, "σ depends on x too: the term − x̂ · mean(g ⊙ x̂) is missing"),
+                ((g - xhat * (g * xhat).mean(0)) / s,
+                 "μ depends on x too: the term − mean(g) is missing")]
     xhat_0, s_0 = _xhat(x, 0.0)                         # ε left out of dx's 1/s only
     mistakes.append(((g - g.mean(0) - xhat * (g * xhat).mean(0)) / s_0,
                      "ε is missing from the 1/s of ∂L/∂x: s = √(σ² + ε) there too"))

@@ -480,5 +480,13 @@ def bnb_eps_missing_from_dx_scale(dy, x, gamma, eps=1e-5):
     return _bn_grads((g - g.mean(0) - xhat * (g * xhat).mean(0)) / s0, dy, xhat)
 
 
-WRONG_ANSWERS["ch08-batch-norm-backward"] += [bnb_eps_outside_the_root, bnb_eps_missing_from_dx_scale]
+def bnb_mu_constant(dy, x, gamma, eps=1e-5):
+    """μ treated as a constant: the − mean(g) term dropped (the seventh read: no cause named)."""
+    xhat, s = _bn(x, eps)
+    g = gamma * dy
+    return _bn_grads((g - xhat * (g * xhat).mean(0)) / s, dy, xhat)
+
+
+WRONG_ANSWERS["ch08-batch-norm-backward"] += [bnb_eps_outside_the_root, bnb_eps_missing_from_dx_scale,
+                                              bnb_mu_constant]
 
