@@ -81,12 +81,11 @@ class ByteFallbackTokenizer(CharTokenizer):
     """A character vocabulary with byte fallback, as in SentencePiece (Kudo and Richardson 2018).
     See chapter 10.
 
-    Ids 0..V−1 are the characters of the alphabet (as in ``CharTokenizer``; ``from_text`` sorts
-    them) and ids
-    V..V+255 the 256 byte values (SentencePiece's ``<0x00>`` … ``<0xFF>``). A character of the
-    alphabet is one token; any other character is written as the byte tokens of its UTF-8
-    encoding, so every str encodes and decodes back exactly, and an unknown character costs
-    as many tokens as it has UTF-8 bytes (1 to 4).
+    Ids 0..V−1 are the V characters of the alphabet (as in ``CharTokenizer``; ``from_text``
+    sorts them) and ids V..V+255 the 256 byte values (SentencePiece's ``<0x00>`` … ``<0xFF>``).
+    A character of the alphabet is one token; any other character is written as the byte tokens
+    of its UTF-8 encoding, so every str encodes and decodes back exactly, and an unknown
+    character costs as many tokens as it has UTF-8 bytes (1 to 4).
     """
 
     @property

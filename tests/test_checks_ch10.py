@@ -61,6 +61,16 @@ def test_one_hot_embedding_accepts_linear_and_inner(product):
     (lambda ids, E: torch.nn.functional.one_hot(ids).to(E.dtype) @ E, "pass num_classes"),
     (lambda ids, E: (torch.nn.functional.one_hot(ids, E.shape[0]).float() @ E.float()).to(E.dtype),
      "computed in float32"),
+    # the seventh read's N7: half precision got no cause
+    (lambda ids, E: (torch.nn.functional.one_hot(ids, E.shape[0]).half() @ E.half()).to(E.dtype),
+     "computed in half precision"),
+    (lambda ids, E: (torch.nn.functional.one_hot(ids, E.shape[0]).bfloat16() @ E.bfloat16())
+     .to(E.dtype), "computed in half precision"),
+    # and N6: a sparse one-hot matrix, which the statement now says is not allowed
+    (lambda ids, E: torch.sparse.mm(torch.sparse_coo_tensor(
+        torch.stack([torch.arange(ids.numel()), ids.reshape(-1)]),
+        torch.ones(ids.numel(), dtype=E.dtype), (ids.numel(), E.shape[0])), E)
+     .reshape(*ids.shape, E.shape[1]), "sparse_coo_tensor"),
 ])
 def test_one_hot_embedding_names_the_cause(wrong, cause):
     with pytest.raises(ExerciseCheckFailed) as failure:

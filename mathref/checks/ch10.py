@@ -183,6 +183,11 @@ def _expect_rows(got, E, ids, what, rtol, atol):
                                f"digits, float32's precision, so the product was computed in "
                                f"float32 (a .float() cast, then back to float64?); cast the "
                                f"one-hot vectors to E.dtype and multiply in E's dtype") from None
+        if tuple(got.shape) == tuple(want.shape) and torch.allclose(
+                got.double(), want.double(), rtol=1e-2, atol=1e-2):
+            raise CheckFailure(f"{failure}: your result agrees with E[ids] only to 2 or 3 "
+                               f"digits, the precision of float16 or bfloat16, so the product "
+                               f"was computed in half precision; multiply in E's dtype") from None
         raise
 
 
