@@ -4,9 +4,9 @@ The gate sees NumPy where it runs Python code or a C function, or takes a tensor
 called on Python floats (np.logaddexp(z1, z2), one float() away from a 0-d tensor) does
 neither: a ufunc is an object, not a builtin function, so the profile hook gets no event.
 The two online-softmax checkers therefore look for it in two more ways: what the answer's
-code names (its globals, closures, defaults and imports, the containers, the student's
-classes and functions it names, and theirs; the end of a module attribute chain: np.inf is
-a float, np.logaddexp a ufunc), and what NumPy itself reports while the answer runs (every
+code names (its globals, closures, defaults and imports, the containers and iterators, the
+student's classes, their instances and functions it names, and theirs; the end of a module
+attribute chain: np.inf is a float, np.logaddexp a ufunc), and what NumPy itself reports while the answer runs (every
 floating-point event of a NumPy function calls back: a log-sum-exp of the check's widely
 separated values underflows, a log of an empty state's ℓ = 0 divides by zero). Neither sees
 NumPy reached through a string that raises no flag, or run in a fresh contextvars.Context
@@ -15,6 +15,8 @@ back) that the code does not name; the statements say so. The grader's trusted s
 refuses NumPy in these two solution cells by their text (refused_modules in mathref/grade/policy.py).
 """
 import builtins
+import collections
+import collections.abc
 import dis
 import functools
 import inspect
@@ -30,7 +32,11 @@ _NUMERIC = ("numpy", "scipy")       # (SciPy's special functions are NumPy ufunc
 # a fresh contextvars.Context runs a function where NumPy's error state is its default (NumPy
 # 2 keeps it in a context variable): the watch below does not see what runs there
 _CONTEXTS = ("contextvars", "_contextvars")
-_CONTAINERS = (list, tuple, set, frozenset, dict, types.SimpleNamespace)
+_CONTAINERS = (list, tuple, set, frozenset, dict, types.SimpleNamespace, collections.deque,
+               collections.abc.Mapping, collections.abc.Set, collections.abc.Sequence)
+# a class made by a class statement (a function or a cell of Python's own is not one; a class
+# exec'd without __name__ in its globals says module "builtins" too)
+_HEAP_TYPE = 1 << 9
 _LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(f)) + os.sep for f in (
     os.__file__, torch.__file__,                            # the standard library, PyTorch
     os.path.dirname(os.path.abspath(__file__))))            # mathref
@@ -91,8 +97,9 @@ def _codes(code):
 
 def names_numpy(answer):
     """The NumPy (or contextvars) object or import the answer's code names, followed through
-    the student's own functions, classes, closures, defaults and the containers that it names;
-    None if there is none."""
+    the student's own functions (and their attributes), classes and their instances' attributes,
+    closures, defaults, the containers and the standard library's iterators that it names; None
+    if there is none."""
     if getattr(answer, "remote", False) or is_remote(answer):
         return None         # (under the grader the answer's code is in another process)
     todo, seen = [answer], set()
@@ -113,10 +120,11 @@ def names_numpy(answer):
         if isinstance(obj, (staticmethod, classmethod)):
             todo.append(obj.__func__)
             continue
-        if isinstance(obj, _CONTAINERS):     # (a holder: [np.logaddexp], {0: ...}, a namespace)
-            items = obj if not isinstance(obj, (dict, types.SimpleNamespace)) else (
-                vars(obj) if isinstance(obj, types.SimpleNamespace) else obj)
-            items = list(items.items()) if isinstance(items, dict) else list(items)
+        if isinstance(obj, _CONTAINERS) and not isinstance(obj, torch.Tensor):
+            # (a holder: [np.logaddexp], {0: ...}, a namespace, a deque)
+            items = vars(obj) if isinstance(obj, types.SimpleNamespace) else obj
+            items = list(items.items()) if isinstance(items, collections.abc.Mapping) \
+                else list(items)
             todo += [part for item in items[:10000]
                      for part in (item if isinstance(item, tuple) else (item,))]
             continue
@@ -125,12 +133,26 @@ def names_numpy(answer):
                 todo += list(vars(obj).values())
             continue
         if not inspect.isfunction(obj):
-            if callable(obj) and not isinstance(obj, types.BuiltinFunctionType):
-                todo.append(type(obj))      # a callable object of the student's class
+            if isinstance(obj, collections.abc.Iterator) and type(obj).__module__ in (
+                    "itertools", "builtins"):
+                # an iterator of the standard library's (itertools.repeat(np.logaddexp)): what
+                # it would give, without taking anything from it
+                try:
+                    todo += [part for part in obj.__reduce__()[1:] if isinstance(part, tuple)]
+                except Exception:
+                    pass
+                continue
+            if not isinstance(obj, types.ModuleType) and _students_class(type(obj)) and (
+                    type(obj).__module__ != "builtins" or type(obj).__flags__ & _HEAP_TYPE):
+                todo.append(type(obj))      # an object of the student's class: its attributes
+                todo += list(getattr(obj, "__dict__", {}).values())
+            elif callable(obj) and not isinstance(obj, types.BuiltinFunctionType):
+                todo.append(type(obj))      # a callable object of another class
             continue
         todo.append(obj.__dict__.get("__wrapped__"))     # (the checker's wrapper, a decorator)
         if not _students(obj.__code__):
             continue        # a library function: the gate judges what it runs
+        todo += list(obj.__dict__.values())     # a holder: f.g = np.logaddexp
         todo += _closure(obj)
         todo += list(obj.__defaults__ or ()) + list((obj.__kwdefaults__ or {}).values())
         for code in _codes(obj.__code__):

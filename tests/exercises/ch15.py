@@ -226,7 +226,19 @@ HOLDERS = ("import torch\nH = [np.logaddexp]\nHOLD = lambda a, b: H[0](a, b)\n",
            "import torch\nimport types\nH = types.SimpleNamespace(f=np.logaddexp)\n"
            "HOLD = lambda a, b: H.f(a, b)\n",
            "import torch\nclass K:\n    f = np.logaddexp\nHOLD = lambda a, b: K.f(a, b)\n",
-           "import torch\nHOLD = np.logaddexp.__call__\n")
+           "import torch\nHOLD = np.logaddexp.__call__\n",
+           # the seventh read's L1: an instance attribute, a callable instance, a deque, a
+           # function attribute, an iterator of itertools'
+           "import torch\nclass Box:\n    pass\nBOX = Box()\nBOX.f = np.logaddexp\n"
+           "HOLD = lambda a, b: BOX.f(a, b)\n",
+           "import torch\nclass Box:\n    def __call__(self, a, b):\n        return self.f(a, b)\n"
+           "HOLD = Box()\nHOLD.f = np.logaddexp\n",
+           "import torch\nimport collections\nH = collections.deque([np.logaddexp])\n"
+           "HOLD = lambda a, b: H[0](a, b)\n",
+           "import torch\ndef HOLDER():\n    pass\nHOLDER.f = np.logaddexp\n"
+           "HOLD = lambda a, b: HOLDER.f(a, b)\n",
+           "import torch\nimport itertools\nIT = itertools.repeat(np.logaddexp)\n"
+           "HOLD = lambda a, b: next(IT)(a, b)\n")
 GUARD = ("def LAE(a, b):\n"
          "    if a == -math.inf:\n        return b\n"
          "    if b == -math.inf:\n        return a\n"
