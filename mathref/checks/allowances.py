@@ -73,9 +73,12 @@ ALLOWANCES = {
     "ch05-ce-gradient": dict(ops=SOFTMAX + ("one_hot",), allows="torch.softmax and one_hot"),
     "ch05-lm-loss": dict(ops=SOFTMAX + LOG_SOFTMAX + ("one_hot",),
                          allows="log_softmax, logsumexp and one_hot"),   # one_hot: cell 29's form
-    # ‖g‖ by any name (matrix_norm's SVD-based orders stay refused: _linalg_svd is not here)
-    "ch06-clip-global-norm": dict(ops=("linalg_norm", "linalg_matrix_norm"),
-                                  allows="torch.linalg.norm, vector_norm and matrix_norm"),
+    # ‖g‖ by any name (matrix_norm's SVD-based orders stay refused: _linalg_svd is not here),
+    # and the torch._foreach_* arithmetic and norm, as clip_grad_norm_ itself is written
+    "ch06-clip-global-norm": dict(ops=("linalg_norm", "linalg_matrix_norm", "_foreach_norm")
+                                  + FOREACH,
+                                  allows="torch.linalg.norm, vector_norm and matrix_norm, and "
+                                         "the torch._foreach_* arithmetic and norm"),
     # the elementwise arithmetic applied to a list of tensors at once (torch._foreach_*: what
     # foreach=True runs, cell 31's "same arithmetic"); the fused kernels and the optimizers'
     # own functions stay refused by name

@@ -4,8 +4,8 @@ import math
 import torch
 
 from mathref.checks.core import integer, rng, uniform
-from mathref.checks.core import (CheckFailure, as_tensor, exercise, expect, expect_callable,
-                                 expect_close, expect_tensor_close)
+from mathref.checks.core import (CheckFailure, _precision_hint, as_tensor, exercise, expect,
+                                 expect_callable, expect_close, expect_tensor_close)
 
 __all__ = ["check_ch06_warmup_cosine", "check_ch06_clip_global_norm", "check_ch06_adam_step",
            "check_ch06_adamw_step", "check_ch06_newton_schulz"]
@@ -184,6 +184,8 @@ def _run_step(step_fn, torch_cls, kwargs, extra_args, seed, steps=25):
                            for a, b in zip((theta, m, v), variant)):
                         hint = f" ({what})"
                         break
+                else:                          # none of them: a float32-sized error names float32
+                    hint = _precision_hint(mine, theirs, 1e-12)
                 raise CheckFailure(f"{name} after step t={t} ({kwargs}): coordinate {i} should be "
                                    f"{theirs[i].item():.10g}, got {mine[i].item():.10g}{hint}")
 
