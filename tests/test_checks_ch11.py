@@ -1,6 +1,10 @@
 """Chapter 11's checkers: refusals that name their real cause (the third read found two that
 named another), and the line budget of the two derive exercises."""
+import os
+
 import pytest
+import torch
+import torch.functional
 
 from mathref.checks import CHECKS, ExerciseCheckFailed
 from tests.exercises import ch11
@@ -64,3 +68,41 @@ def test_interleaved_heads_through_sdpa_fail_on_their_values():
         CHECKS["ch11-multi-head"](answer)
     message = failure.value.message
     assert "expected" in message and "does not allow" not in message, message
+
+
+COMPLEX_STEP_ROWS = (
+    "def softmax_backward_rows(P, G_P):\n"
+    "    h, n, out = 1e-20, P.shape[-1], []\n"
+    "    for p, g in zip(P.reshape(-1, n).tolist(), G_P.reshape(-1, n).tolist()):\n"
+    "        Z, L, row = sum(p), sum(gj * pj for gj, pj in zip(g, p)), []\n"
+    "        for j in range(n):\n"
+    "            c = complex(1.0, h)\n"
+    "            row.append(((L - g[j] * p[j] + g[j] * p[j] * c) / (Z - p[j] + p[j] * c)).imag / h)\n"
+    "        out.append(row)\n"
+    "    return torch.tensor(out, dtype=P.dtype).reshape(P.shape)\n")
+
+
+def _under_library_name(module, filename):
+    namespace = module.__dict__ if filename is None else {"torch": torch}
+    exec(compile(COMPLEX_STEP_ROWS, filename or module.__file__, "exec"), namespace)
+    return namespace["softmax_backward_rows"]
+
+
+@pytest.mark.parametrize("where", ["a new torch/ file name", "torch.functional itself",
+                                   "mathref.attention itself"])
+def test_a_complex_step_compiled_under_a_library_file_name_is_stopped(where):
+    """The sixth and eighth reads' L2(b)/L4: a per-entry complex step compiled under a file name
+    inside torch/ had its lines taken for PyTorch's and passed. The budget now counts library
+    lines only for code that the named file on disk compiles to."""
+    import mathref.attention
+    module, filename = {"a new torch/ file name": (torch, os.path.join(os.path.dirname(torch.__file__),
+                                                                        "_my_helpers.py")),
+                        "torch.functional itself": (torch.functional, None),
+                        "mathref.attention itself": (mathref.attention, None)}[where]
+    answer = _under_library_name(module, filename)
+    try:
+        with pytest.raises(ExerciseCheckFailed) as failure:
+            CHECKS["ch11-softmax-backward"](answer)
+    finally:
+        module.__dict__.pop("softmax_backward_rows", None)
+    assert "50,000 lines of Python" in failure.value.message, failure.value.message

@@ -30,7 +30,8 @@ def _randn(*shape, seed):
 
 
 # Lines of Python an answer may run per call (sys.settrace, as chapter 1's checker counts them:
-# torch's and mathref's own code is not counted). The derived formulas run as a few tensor
+# torch's and mathref's own code is not counted, but code compiled under their file names is,
+# since it is not what those files compile to). The derived formulas run as a few tensor
 # operations, or a loop over heads or rows of them; each derive exercise has a case with over
 # 60,000 entries, so an answer that loops over every entry in Python runs out, as a numerical
 # derivative taken entry by entry in Python's own numbers (a complex step, or differences in

@@ -2,6 +2,7 @@
 for an answer that loops for ever (a closed form runs a few dozen lines)."""
 import os
 import sys
+import types
 
 import torch
 
@@ -14,6 +15,37 @@ _LIBRARY_DIRS = (os.path.dirname(torch.__file__) + os.sep,                     #
                  os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)  # mathref/
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 _SITE = os.sep + "site-packages" + os.sep
+
+
+_ON_DISK = {}     # file name → the code objects its source compiles to (the module's and each function's)
+_OWN_CODE = {}    # id(code) → (code, whether it is among them)
+
+
+def _compiled_from_disk(code, in_import):
+    """Whether ``code`` is the library's own: one of the code objects that the source file it
+    names compiles to. A function compiled from a string under a torch/ or mathref/ file name
+    (to have its lines taken for the library's) is not, since its code differs from that file's.
+    Code that runs inside an import the call sets off (``in_import()``) is taken as the
+    library's without compiling its file: a lazy import of torch._dynamo runs hundreds."""
+    known = _OWN_CODE.get(id(code))
+    if known is None or known[0] is not code:
+        if in_import():
+            return True
+        filename = code.co_filename
+        if filename not in _ON_DISK:
+            found, todo = set(), []
+            try:
+                with open(filename, "rb") as source:
+                    todo.append(compile(source.read(), filename, "exec", dont_inherit=True))
+            except (OSError, SyntaxError, ValueError):
+                pass
+            while todo:
+                inner = todo.pop()
+                found.add(inner)
+                todo.extend(c for c in inner.co_consts if isinstance(c, types.CodeType))
+            _ON_DISK[filename] = found
+        known = _OWN_CODE[id(code)] = (code, code in _ON_DISK[filename])
+    return known[1]
 
 
 def _imported_during_call(frame, home):
@@ -32,11 +64,13 @@ def with_line_budget(answer, args, budget=200_000):
     """answer(*args), stopped once it has executed ``budget`` lines of Python outside torch and
     mathref: a closed form needs a few dozen, a loop over 2·10¹⁰ steps never ends. Counting
     lines (sys.settrace) instead of seconds makes the verdict the same on every machine and in
-    every thread. Not counted either: library code (the standard library, site-packages, code
-    compiled from a string) that runs inside an import the call sets off, which is the set-up
-    of a module, not the answer's work. Under the grader the student's code runs in another
-    process, which this tracer does not see; there the grader's per-exercise time limit stops
-    such a loop."""
+    every thread. Library code is not counted only if it is what its file on disk compiles to
+    (code compiled from a string under a torch/ or mathref/ file name is counted). Not counted
+    either: library code (the standard library, site-packages, code compiled from a string)
+    that runs inside an import the call sets off, which is the set-up of a module, not the
+    answer's work (code that an answer runs from inside an import it sets off is not counted
+    either). Under the grader the student's code runs in another process, which this tracer
+    does not see; there the grader's per-exercise time limit stops such a loop."""
     left = [budget]
     home = sys._getframe()
 
@@ -50,8 +84,9 @@ def with_line_budget(answer, args, budget=200_000):
     def tracer(frame, event, arg):
         filename = frame.f_code.co_filename
         if filename.startswith(_LIBRARY_DIRS):
-            return None
-        if (filename.startswith(("<", _STDLIB_DIR)) or _SITE in filename) \
+            if _compiled_from_disk(frame.f_code, lambda: _imported_during_call(frame, home)):
+                return None
+        elif (filename.startswith(("<", _STDLIB_DIR)) or _SITE in filename) \
                 and _imported_during_call(frame, home):
             return None
         return local
