@@ -541,3 +541,16 @@ def count_dropping_last_layer(sizes):
 WRONG_ANSWERS["ch03-sigmoid-derivative"] += [sigmoid_derivative_from_silu_grad,
                                              sigmoid_derivative_from_silu_activation]
 WRONG_ANSWERS["ch03-parameter-count"].append(count_dropping_last_layer)
+
+# The eighth read: σ′ out of mathref's SiLU derivative is a shortcut (named silu_grad); out of
+# tanh's, σ′(z) = tanh′(z/2)/4, it is allowed, as the statement says
+SHORTCUTS["ch03-sigmoid-derivative"].append(
+    "import torch\n"
+    "from mathref import nn as mnn\n\n"
+    "def sigmoid_derivative(z):\n"
+    "    safe = torch.where(z == 0, torch.ones_like(z), z)\n"
+    "    return torch.where(z == 0, torch.full_like(z, 0.25), (mnn.silu_grad(z) - torch.sigmoid(z)) / safe)\n")
+RIGHT_ANSWERS["ch03-sigmoid-derivative"].append(
+    "from mathref import nn as mnn\n\n"
+    "def sigmoid_derivative(z):\n"
+    "    return mnn.tanh_grad(z / 2) / 4\n")
