@@ -224,3 +224,47 @@ def test_central_differences_where_the_loss_is_quadratic_pass_as_the_statements_
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     check(answer, generator=generator)
     assert "passed" in capsys.readouterr().out
+
+
+# The eighth read (2026-11-29): σ′ taken out of mathref's SiLU derivative is refused, while the
+# tanh identity σ′(z) = tanh′(z/2)/4 is allowed, as the statement (cell 82) says
+@pytest.mark.parametrize("answer", [ex.sigmoid_derivative_from_silu_grad,
+                                    ex.sigmoid_derivative_from_silu_activation],
+                         ids=["silu_grad", "get_activation_silu"])
+def test_sigma_prime_from_the_silu_derivative_is_refused(answer):
+    with pytest.raises(ExerciseCheckFailed, match="silu_grad"):
+        checks.check_ch03_sigmoid_derivative(answer)
+
+
+@pytest.mark.parametrize("answer", [lambda z: mnn.tanh_grad(z / 2) / 4,
+                                    lambda z: mnn.get_activation("tanh")[1](z / 2) / 4],
+                         ids=["tanh_grad", "get_activation_tanh"])
+@pytest.mark.parametrize("seed", [None, 1])
+def test_sigma_prime_from_the_tanh_derivative_passes_as_the_statement_says(answer, seed, capsys):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    checks.check_ch03_sigmoid_derivative(answer, generator=generator)
+    assert "passed" in capsys.readouterr().out
+
+
+# A slip in counting is named only when the answer follows it on a second case: dropping the last
+# layer gives 27 on [4, 3, 3, 2], as the weights alone do, and must not be blamed on the biases
+SLIPS = [(ex.count_without_biases, "the weights alone"), (ex.count_units, "the number of units"),
+         (ex.count_bias_on_inputs, "not to its inputs")]
+
+
+@pytest.mark.parametrize("answer, cause", SLIPS, ids=[f.__name__ for f, _ in SLIPS])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_a_counting_slip_is_named(answer, cause, seed):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed, match=cause):
+        checks.check_ch03_parameter_count(answer, generator=generator)
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_a_dropped_last_layer_fails_without_a_wrong_cause(seed):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch03_parameter_count(ex.count_dropping_last_layer, generator=generator)
+    message = str(failure.value)
+    assert "got 27" in message
+    assert not any(cause in message for _, cause in SLIPS)

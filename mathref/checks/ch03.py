@@ -39,7 +39,10 @@ _SIGMOID_RTOL = 2e-10
 
 
 @exercise("ch03-sigmoid-derivative",
-          forbid=("mathref.nn.sigmoid_grad", "torch.ops.aten.sigmoid_backward")
+          # silu_grad = σ + zσ′ and gelu_grad hand over a derivative too; tanh_grad is allowed
+          # (σ′(z) = tanh′(z/2)/4 is a derivation of its own), as the statement says
+          forbid=("mathref.nn.sigmoid_grad", "mathref.nn.silu_grad", "mathref.nn.gelu_grad",
+                  "torch.ops.aten.sigmoid_backward")
           + _FINITE_DIFFERENCES + AUTOGRAD_FUNCTIONAL,
           because="sigmoid_derivative must compute σ(z)(1 − σ(z)) itself")
 def check_ch03_sigmoid_derivative(sigmoid_derivative):
@@ -104,6 +107,26 @@ _BUILDS_LAYERS = ("mathref.nn.count_parameters", "torch.nn.Linear.__init__",
                   "torch.nn.Module.__init__")
 
 
+# typical slips in counting, each with its cause, and the cases that confirm one: on each witness
+# the count and every slip differ, and so do a dropped first or last layer
+_COUNT_SLIPS = (
+    (lambda s: sum(a * b for a, b in zip(s[:-1], s[1:])),
+     ", the weights alone: each layer also has one bias per output unit"),
+    (lambda s: sum(a * (b + 1) for a, b in zip(s[:-1], s[1:])),
+     ": the biases belong to the outputs of a layer (n_out of them), not to its inputs"),
+    (lambda s: sum(s),
+     ", the number of units: count the connections n_in·n_out of each layer, plus its n_out biases"))
+_SLIP_WITNESSES = ([7, 11, 5, 3], [6, 2, 9])
+
+
+def _answer(count_mlp_parameters, sizes):
+    """The answer's count for ``sizes``, or None where it raises (a slip is then not named)."""
+    try:
+        return count_mlp_parameters(list(sizes))
+    except Exception:
+        return None
+
+
 @exercise("ch03-parameter-count", forbid=_BUILDS_LAYERS,
           because="count the weights and biases from the widths, without building the layers")
 def check_ch03_parameter_count(count_mlp_parameters):
@@ -117,17 +140,16 @@ def check_ch03_parameter_count(count_mlp_parameters):
         model = nn.Sequential(*[nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:])])
         want = sum(p.numel() for p in model.parameters())
         got = count_mlp_parameters(list(sizes))
-        pairs = list(zip(sizes[:-1], sizes[1:]))
         where = f"sizes {sizes}: nn.Linear layers hold {want} parameters, got {got!r}"
         expect(type(got) is int, f"{where}: return the count as a Python int, not "
                f"{type(got).__name__} (int(...) converts a NumPy or tensor count)")
         if got != want:
-            expect(got != sum(a * b for a, b in pairs), f"{where}, the weights alone: each "
-                   f"layer also has one bias per output unit")
-            expect(got != sum(a * (b + 1) for a, b in pairs), f"{where}: the biases belong to "
-                   f"the outputs of a layer (n_out of them), not to its inputs")
-            expect(got != sum(sizes), f"{where}, the number of units: count the connections "
-                   f"n_in·n_out of each layer, plus its n_out biases")
+            witness = next(w for w in _SLIP_WITNESSES if w != sizes)
+            for slip, cause in _COUNT_SLIPS:
+                # named only when the answer follows the slip on the witness too: on [4, 3, 3, 2]
+                # the weights alone and a dropped last layer (with its biases) both give 27
+                expect(got != slip(sizes) or _answer(count_mlp_parameters, witness) != slip(witness),
+                       where + cause)
         expect(got == want, where)
     return "Σ (n_in + 1)·n_out, as sum(p.numel() for p in model.parameters())"
 

@@ -514,3 +514,43 @@ WRONG_ANSWERS["ch03-output-delta"] += [delta_by_forward_difference,
                                        delta_by_forward_difference_best_step,
                                        delta_by_central_difference_small_step]
 WRONG_ANSWERS["ch03-two-layer-backward"].append(backward_one_minus_z_squared)
+
+
+# The eighth read (2026-11-29): σ′ taken out of mathref's SiLU derivative, directly or through
+# get_activation, is refused; a count that drops the last layer fails without being blamed on
+# the biases (on [4, 3, 3, 2] it equals the weights alone, 27)
+def sigmoid_derivative_from_silu_grad(z):
+    from mathref import nn as mnn
+    s = torch.sigmoid(z)                   # SiLU′ = σ + zσ′, so σ′ = (SiLU′ − σ)/z, 1/4 at 0
+    safe = torch.where(z == 0, torch.ones_like(z), z)
+    return torch.where(z == 0, torch.full_like(z, 0.25), (mnn.silu_grad(z) - s) / safe)
+
+
+def sigmoid_derivative_from_silu_activation(z):
+    from mathref import nn as mnn
+    s = torch.sigmoid(z)
+    safe = torch.where(z == 0, torch.ones_like(z), z)
+    dsilu = mnn.get_activation("silu")[1]
+    return torch.where(z == 0, torch.full_like(z, 0.25), (dsilu(z) - s) / safe)
+
+
+def count_dropping_last_layer(sizes):
+    return sum((a + 1) * b for a, b in zip(sizes, sizes[1:-1]))
+
+
+WRONG_ANSWERS["ch03-sigmoid-derivative"] += [sigmoid_derivative_from_silu_grad,
+                                             sigmoid_derivative_from_silu_activation]
+WRONG_ANSWERS["ch03-parameter-count"].append(count_dropping_last_layer)
+
+# The eighth read: σ′ out of mathref's SiLU derivative is a shortcut (named silu_grad); out of
+# tanh's, σ′(z) = tanh′(z/2)/4, it is allowed, as the statement says
+SHORTCUTS["ch03-sigmoid-derivative"].append(
+    "import torch\n"
+    "from mathref import nn as mnn\n\n"
+    "def sigmoid_derivative(z):\n"
+    "    safe = torch.where(z == 0, torch.ones_like(z), z)\n"
+    "    return torch.where(z == 0, torch.full_like(z, 0.25), (mnn.silu_grad(z) - torch.sigmoid(z)) / safe)\n")
+RIGHT_ANSWERS["ch03-sigmoid-derivative"].append(
+    "from mathref import nn as mnn\n\n"
+    "def sigmoid_derivative(z):\n"
+    "    return mnn.tanh_grad(z / 2) / 4\n")
