@@ -64,11 +64,14 @@ def test_a_right_answer_beside_numpy_in_its_namespace_passes(capsys):
 
 
 @pytest.mark.parametrize("check, answer, why, not_why", [
-    # fp16's 2 bytes hard-coded: passes the 2-byte cases, fails the fp32 one (the third read's L2)
+    # fp16's 2 bytes hard-coded: fails the 1-byte case, which comes first (the third read's L2)
     (checks.check_ch15_kv_cache_bytes, ch15.kv_two_bytes_hard_coded,
-     "multiply by bytes_per_element, here 4", "keys and values"),
+     "multiply by bytes_per_element, here 1", "keys and values"),
     (checks.check_ch15_kv_cache_bytes, ch15.kv_without_factor_two, "keys and values",
      "bytes_per_element"),
+    # bytes_per_element left out is not told it lacks the factor 2 (the sixth read's L4)
+    (checks.check_ch15_kv_cache_bytes, ch15.kv_without_bytes_per_element,
+     "multiply by bytes_per_element, here 2", "keys and values"),
     # 2d + d_ff/2 equals d_ff where d_ff = 4d (the third read's L5)
     (checks.check_ch15_crossover_length, ch15.crossover_ffn_as_one_matrix, "two matrices",
      "projections"),

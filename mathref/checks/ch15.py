@@ -52,10 +52,13 @@ def check_ch15_kv_cache_bytes(kv_cache_size):
     """kv_cache_size(n_layers, batch, n_kv_heads, seq_len, d_head, bytes_per_element)."""
     expect_callable(kv_cache_size, "kv_cache_size(n_layers, batch, n_kv_heads, seq_len, d_head, "
                                    "bytes_per_element)")
-    cases = [((32, 1, 32, 4096, 128, 2), 2 * 1024 ** 3),       # Llama-2-7B-like, fp16: 2 GiB
+    # (a 1-byte cache first: there a missing factor 2 is want / 2 and a missing bytes_per_element
+    # is right, so at the 2-byte cases after it, where the two coincide, want / 2 can only be
+    # bytes_per_element left out)
+    cases = [((3, 5, 2, 7, 6, 1), 2 * 3 * 5 * 2 * 7 * 6), ((1, 1, 1, 1, 1, 1), 2),
+             ((32, 1, 32, 4096, 128, 2), 2 * 1024 ** 3),       # Llama-2-7B-like, fp16: 2 GiB
              ((80, 1, 8, 4096, 128, 2), 1280 * 1024 ** 2),     # 70B-like with 8 KV heads
-             ((12, 4, 12, 1024, 64, 4), 2 * 12 * 4 * 12 * 1024 * 64 * 4),
-             ((1, 1, 1, 1, 1, 1), 2), ((3, 5, 2, 7, 6, 1), 2 * 3 * 5 * 2 * 7 * 6)]
+             ((12, 4, 12, 1024, 64, 4), 2 * 12 * 4 * 12 * 1024 * 64 * 4)]
     gen = rng(1)
     drawn = tuple(integer(gen, 1, 65) for _ in range(5)) + (2 ** integer(gen, 0, 3),)
     cases.append((drawn, 2 * math.prod(drawn)))
@@ -64,9 +67,10 @@ def check_ch15_kv_cache_bytes(kv_cache_size):
         elements = 2 * math.prod(args[:5])
         _close_or_why(got, want, f"kv_cache_size{args}", (
             # (first: where bytes_per_element = 4, 2 bytes hard-coded is also want / 2, and the
-            # 2-byte cases before it have ruled the missing factor 2 out)
+            # 1-byte case before it has ruled the missing factor 2 out)
             (elements * 2, f"multiply by bytes_per_element, here {args[5]}: not every cache "
                            f"is fp16"),
+            (elements, f"multiply by bytes_per_element, here {args[5]}"),
             (want / 2, "the cache holds keys and values: a factor 2"),
             (want * 8, "count bytes, not bits"),
             (want / args[1], "every sequence of the batch has its own cache: multiply by batch")),
@@ -248,8 +252,11 @@ def _scale_rule(scale, good_steps, found_inf, growth_interval):
 def check_ch15_loss_scale_update(update_scale):
     """update_scale(scale, good_steps, found_inf, growth_interval) → (scale, good_steps)."""
     expect_callable(update_scale, "update_scale(scale, good_steps, found_inf, growth_interval)")
+    # (an overflow at scale 1 and at 3: halving is a multiplication by 0.5, which floor division
+    # matches only on the powers of two above 1)
     cases = [(65536.0, 0, True, 4), (65536.0, 3, True, 4), (1024.0, 2, False, 4),
-             (1024.0, 3, False, 4), (8.0, 0, False, 1), (2.0 ** 20, 1999, False, 2000)]
+             (1024.0, 3, False, 4), (8.0, 0, False, 1), (2.0 ** 20, 1999, False, 2000),
+             (1.0, 0, True, 4), (3.0, 2, True, 4)]
     gen = rng(4)
     interval = integer(gen, 1, 3000)
     cases.append((2.0 ** integer(gen, 1, 24), integer(gen, 0, interval), bool(integer(gen, 0, 2)),

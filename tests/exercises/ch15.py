@@ -8,6 +8,17 @@ def kv_without_factor_two(n_layers, batch, n_kv_heads, seq_len, d_head, bytes_pe
     return n_layers * batch * n_kv_heads * seq_len * d_head * bytes_per_element   # keys only
 
 
+def kv_without_bytes_per_element(n_layers, batch, n_kv_heads, seq_len, d_head, bytes_per_element):
+    return 2 * n_layers * batch * n_kv_heads * seq_len * d_head   # elements, not bytes
+
+
+def scale_floor_halved(scale, good_steps, found_inf, growth_interval):
+    if found_inf:
+        return scale // 2, 0          # exact only on the powers of two above 1: 1 -> 0, 3 -> 1
+    good_steps += 1
+    return (scale * 2.0, 0) if good_steps == growth_interval else (scale, good_steps)
+
+
 def kv_in_bits(n_layers, batch, n_kv_heads, seq_len, d_head, bytes_per_element):
     return 2 * n_layers * batch * n_kv_heads * seq_len * d_head * bytes_per_element * 8
 
@@ -182,8 +193,8 @@ WRONG_ANSWERS = {
                                   merge_acc_not_rescaled, merge_in_float32,
                                   merge_in_float32_cast_back, merge_relative_to_first,
                                   merge_relative_to_first_nan],
-    "ch15-loss-scale-update": [scale_no_reset_on_overflow, scale_grows_one_step_late,
-                               scale_never_backs_off],
+    "ch15-loss-scale-update": [scale_floor_halved, scale_no_reset_on_overflow,
+                               scale_grows_one_step_late, scale_never_backs_off],
     "ch15-flash-tile-step": [tile_acc_not_rescaled, tile_without_scale, tile_max_of_tile_only,
                              tile_rescale_sign_flipped, tile_no_max_subtracted, tile_in_float32,
                              tile_in_float32_cast_back],
