@@ -55,8 +55,9 @@ def test_right_logsumexps_pass_on_any_draw(answer, seed, capsys):
 @pytest.mark.parametrize("answer", [lse_naive_with_table, lse_shift_by_mean_with_table])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_table_of_the_fixed_overflow_cases_does_not_pass(answer, seed):
-    # the naive formula (or a shift by the mean) plus the hand-worked answers of every fixed case
-    with pytest.raises(ExerciseCheckFailed, match="overflowed"):
+    # the naive formula (or a shift by the mean) plus the hand-worked answers of every fixed case;
+    # a drawn case far below 0 makes the naive formula underflow to −inf instead
+    with pytest.raises(ExerciseCheckFailed, match="overflowed|underflowed"):
         checks.check_ch05_logsumexp(answer, generator=generator(seed))
 
 
@@ -191,3 +192,51 @@ def test_ce_gradient_refuses_log_softmax_as_its_statement_says():
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     statement = next("".join(c["source"]) for c in cells if ":label: ch05-ce-gradient" in "".join(c["source"]))
     assert "log_softmax(logits, 1).exp()" in statement
+
+
+# the sixth read (2026-11-29): a shift above the maximum sends every exp to 0, and the message
+# must say underflow there (log 0 = −inf), not overflow; a naive log(softmax) in ch05-lm-loss
+# gets a hint naming log_softmax
+def lse_shift_by_abs_max(x):
+    m = x.abs().max()                      # above the maximum when the entries are negative
+    return m + torch.log(torch.exp(x - m).sum())
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_shift_above_the_maximum_is_told_underflow(seed):
+    with pytest.raises(ExerciseCheckFailed, match=r"got -inf — every exp underflowed to 0"):
+        checks.check_ch05_logsumexp(lse_shift_by_abs_max, generator=generator(seed))
+
+
+def test_the_non_finite_cause_follows_the_sign():
+    from mathref.checks.ch05 import _non_finite_cause
+    assert "overflowed to inf" in _non_finite_cause(math.inf)
+    assert "underflowed to 0" in _non_finite_cause(-math.inf)
+    assert "nan" in _non_finite_cause(math.nan)
+
+
+def lm_loss_log_of_softmax(logits, targets, pad_id):
+    nll = -torch.log(torch.softmax(logits, -1)).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    real = targets != pad_id
+    return (nll * real).sum() / real.sum()
+
+
+def lm_loss_xlogy_one_hot(logits, targets, pad_id):
+    one_hot = F.one_hot(targets, logits.shape[-1]).to(logits.dtype)
+    nll = -torch.xlogy(one_hot, torch.softmax(logits, -1)).sum(-1)
+    real = targets != pad_id
+    return (nll * real).sum() / real.sum()
+
+
+def lm_loss_one_hot_times_log_of_softmax(logits, targets, pad_id):   # 0 · log 0 = nan
+    one_hot = F.one_hot(targets, logits.shape[-1]).to(logits.dtype)
+    nll = -(one_hot * torch.log(torch.softmax(logits, -1))).sum(-1)
+    real = targets != pad_id
+    return (nll * real).sum() / real.sum()
+
+
+@pytest.mark.parametrize("answer", [lm_loss_log_of_softmax, lm_loss_xlogy_one_hot,
+                                    lm_loss_one_hot_times_log_of_softmax])
+def test_lm_loss_log_of_softmax_is_pointed_to_log_softmax(answer):
+    with pytest.raises(ExerciseCheckFailed, match=r"underflows to 0.*compute log_softmax\(logits, -1\)"):
+        checks.check_ch05_lm_loss(answer)

@@ -64,9 +64,9 @@ def check_ch05_logsumexp(stable_logsumexp):
                "but x is float64: compute in x's own dtype (do not call .float())")
         value = _as_number(got, what)
         want = torch.logsumexp(x.double(), 0).item()
-        expect(math.isfinite(value), f"{what}: expected {want:.10g}, got {value} — an exp "
-               "overflowed: subtract the maximum of x (not its mean or any other entry) so "
-               "that the largest exponent is e^0 = 1")
+        expect(math.isfinite(value), f"{what}: expected {want:.10g}, got {value} — "
+               + _non_finite_cause(value) + ": subtract the maximum of x (not its mean or any "
+               "other number) so that the largest exponent is e^0 = 1")
         tol = 1e-6 if x.dtype == torch.float32 else 1e-12
         hint = ""
         if len(x) > 1 and abs(want - value) > tol:
@@ -80,6 +80,16 @@ def check_ch05_logsumexp(stable_logsumexp):
                         "float32)")
         expect_close(value, want, what + hint, rtol=tol, atol=tol)
     return "finite for ±1000, equal to log Σ exp elsewhere"
+
+
+def _non_finite_cause(value):
+    """Why a log-sum-exp came out as ``value`` (inf, −inf or nan): the sign tells which way."""
+    if value == math.inf:
+        return "an exp overflowed to inf"
+    if value == -math.inf:
+        return ("every exp underflowed to 0 and log 0 = −inf (the exponents were all far "
+                "below 0: no shift, or a shift by a number above the maximum)")
+    return "an exp overflowed or underflowed (inf − inf, inf/inf and 0/0 give nan)"
 
 
 # e^x overflows above these; it underflows to 0 below −745.2 (float64) and −103.98 (float32)
@@ -295,6 +305,10 @@ def check_ch05_lm_loss(lm_loss):
 
 def _lm_loss_hint(value, logits, targets, pad_id):
     """Which of the usual wrong reductions ``value`` is, if any (section 5.10's pitfall)."""
+    if not math.isfinite(value):       # the last case's logits are in the hundreds
+        return (" (the logits reach the hundreds here: a probability underflows to 0, whose log "
+                "is −inf (and 0 · −inf is nan), and an exp without the max shift overflows; "
+                "compute log_softmax(logits, -1) = z − logsumexp(z), not log(softmax))")
     nll = -torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     real = targets != pad_id
     wrong = [((nll * real).sum() / nll.numel(),
