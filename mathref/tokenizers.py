@@ -78,8 +78,8 @@ class CharTokenizer:
 
 
 class ByteFallbackTokenizer(CharTokenizer):
-    """A character vocabulary with byte fallback, as in SentencePiece (Kudo and Richardson 2018).
-    See chapter 10.
+    """A character vocabulary with byte fallback, as SentencePiece's ``byte_fallback`` option
+    does (the library is Kudo and Richardson 2018's; the option came later). See chapter 10.
 
     Ids 0..V−1 are the V characters of the alphabet (as in ``CharTokenizer``; ``from_text``
     sorts them) and ids V..V+255 the 256 byte values (SentencePiece's ``<0x00>`` … ``<0xFF>``).

@@ -46,6 +46,23 @@ def test_one_hot_embedding_accepts_the_product():
         lambda ids, E: torch.nn.functional.one_hot(ids, E.shape[0]).to(E.dtype) @ E)
 
 
+def _one_hot_by_broadcast(ids, E):
+    a, b = torch.broadcast_tensors(ids[..., None], torch.arange(E.shape[0]))
+    return (a == b).to(E.dtype) @ E
+
+
+def _one_hot_by_meshgrid(ids, E):
+    flat = ids.reshape(-1)
+    a, b = torch.meshgrid(flat, torch.arange(E.shape[0]), indexing="ij")
+    return ((a == b).to(E.dtype) @ E).reshape(*ids.shape, E.shape[1])
+
+
+@pytest.mark.parametrize("answer", [_one_hot_by_broadcast, _one_hot_by_meshgrid])
+def test_one_hot_embedding_accepts_a_one_hot_built_by_broadcasting(answer):
+    # the eighth read's L2: broadcast_tensors and meshgrid are views, elementary operations
+    checks.check_ch10_one_hot_embedding(answer)
+
+
 @pytest.mark.parametrize("product", [
     lambda one_hot, E: torch.nn.functional.linear(one_hot, E.T),   # a linear layer without bias
     lambda one_hot, E: torch.inner(one_hot, E.T),
@@ -63,9 +80,9 @@ def test_one_hot_embedding_accepts_linear_and_inner(product):
      "computed in float32"),
     # the seventh read's N7: half precision got no cause
     (lambda ids, E: (torch.nn.functional.one_hot(ids, E.shape[0]).half() @ E.half()).to(E.dtype),
-     "computed in half precision"),
+     "computed in float16"),
     (lambda ids, E: (torch.nn.functional.one_hot(ids, E.shape[0]).bfloat16() @ E.bfloat16())
-     .to(E.dtype), "computed in half precision"),
+     .to(E.dtype), "computed in bfloat16"),
     # and N6: a sparse one-hot matrix, which the statement now says is not allowed
     (lambda ids, E: torch.sparse.mm(torch.sparse_coo_tensor(
         torch.stack([torch.arange(ids.numel()), ids.reshape(-1)]),
@@ -76,6 +93,19 @@ def test_one_hot_embedding_names_the_cause(wrong, cause):
     with pytest.raises(ExerciseCheckFailed) as failure:
         checks.check_ch10_one_hot_embedding(wrong)
     assert cause in failure.value.message, failure.value.message
+
+
+@pytest.mark.parametrize("wrong", [        # the eighth read's L1: wrong in float64, not a dtype
+    lambda ids, E: 1.004 * (torch.nn.functional.one_hot(ids, E.shape[0]).to(E.dtype) @ E),
+    lambda ids, E: 0.003 + torch.nn.functional.one_hot(ids, E.shape[0]).to(E.dtype) @ E,
+    lambda ids, E: (0.999 * torch.nn.functional.one_hot(ids, E.shape[0]).to(E.dtype)
+                    + 0.001 / E.shape[0]) @ E,
+])
+def test_one_hot_embedding_blames_no_precision_for_a_wrong_float64_answer(wrong):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch10_one_hot_embedding(wrong)
+    message = failure.value.message
+    assert "computed in" not in message, message
 
 
 def test_bpe_encode_refuses_the_encoder_of_a_class_from_before_a_reload():

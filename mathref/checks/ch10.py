@@ -170,24 +170,30 @@ def _embed_with(embed_one_hot, ids, E, what):
 
 
 def _expect_rows(got, E, ids, what, rtol, atol):
-    """``got`` equals E[ids]; a float64 result that is right only to float32's precision was
-    computed in float32 (a .float() cast cast back), which the message says."""
+    """``got`` equals E[ids]; a result that is right only to a lower precision's digits and
+    exactly representable in it was computed in that precision (a cast, then back), which the
+    message says: a wrong formula computed in E's dtype is not told so."""
     want = E[ids]
     try:
         expect_tensor_close(got, want, f"{what}, against E[ids]", rtol=rtol, atol=atol,
                             tensor_only=True)
     except CheckFailure as failure:
-        if E.dtype == torch.float64 and tuple(got.shape) == tuple(want.shape) \
-                and torch.allclose(got.double(), want, rtol=1e-6, atol=1e-6):
-            raise CheckFailure(f"{failure}: your result agrees with E[ids] only to about 7 "
-                               f"digits, float32's precision, so the product was computed in "
-                               f"float32 (a .float() cast, then back to float64?); cast the "
-                               f"one-hot vectors to E.dtype and multiply in E's dtype") from None
-        if tuple(got.shape) == tuple(want.shape) and torch.allclose(
-                got.double(), want.double(), rtol=1e-2, atol=1e-2):
-            raise CheckFailure(f"{failure}: your result agrees with E[ids] only to 2 or 3 "
-                               f"digits, the precision of float16 or bfloat16, so the product "
-                               f"was computed in half precision; multiply in E's dtype") from None
+        if tuple(got.shape) != tuple(want.shape):
+            raise
+        g = got.detach().to("cpu")
+        # (bfloat16 before float16: a bfloat16 number of this size is a float16 number too)
+        for low, digits, tol in ((torch.float32, "about 7 digits, float32's precision", 1e-6),
+                                 (torch.bfloat16, "2 or 3 digits, bfloat16's precision", 1e-2),
+                                 (torch.float16, "about 3 digits, float16's precision", 1e-2)):
+            if torch.finfo(low).eps > torch.finfo(E.dtype).eps and torch.equal(
+                    g.to(low).to(g.dtype), g) and torch.allclose(
+                    g.double(), want.double(), rtol=tol, atol=tol):
+                name, table = str(low).removeprefix("torch."), str(E.dtype).removeprefix("torch.")
+                raise CheckFailure(
+                    f"{what}, against E[ids]: your result agrees with E[ids] only to {digits}, "
+                    f"and every entry is a {name} number, so the product was computed in {name} "
+                    f"(a cast, then back to {table}?); cast the one-hot vectors to E.dtype and "
+                    f"multiply in E's dtype") from None
         raise
 
 

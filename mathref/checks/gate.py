@@ -58,6 +58,7 @@ ELEMENTARY = frozenset("""
     linalg_vector_norm frobenius_norm cumsum cumsum_ cumprod count_nonzero aminmax
     mm bmm matmul mv dot vdot outer ger einsum tensordot
     view view_as reshape reshape_as _reshape_alias _unsafe_view expand expand_as
+    broadcast_to broadcast_tensors meshgrid
     squeeze squeeze_ unsqueeze unsqueeze_ flatten unflatten permute transpose transpose_ t
     t_ contiguous clone alias detach detach_ movedim moveaxis swapaxes swapdims mT mH
     view_as_real_copy unfold diagonal triu triu_ tril tril_ diag diag_embed flip roll
