@@ -87,3 +87,18 @@ def test_inverted_dropout_coupled_rows_message_names_the_rows(capsys):
     with pytest.raises(ExerciseCheckFailed) as failure:
         CHECKS["ch07-inverted-dropout"](paired_rows)
     assert "rows" in failure.value.message
+
+
+def test_leaky_relu_init_refuses_a_table_of_rounded_slopes(capsys):
+    # eighth read, L9: the drawn slope was rounded to 4 digits, so a 10,001-entry table of
+    # PyTorch's gains built before the check held every input; the slope is no longer rounded
+    import math
+
+    table = {round(k * 1e-4, 4): torch.nn.init.calculate_gain("leaky_relu", round(k * 1e-4, 4))
+             for k in range(10_001)}
+
+    def leaky_relu_std(fan_in, negative_slope):
+        return table[round(negative_slope, 4)] / math.sqrt(fan_in)
+
+    with pytest.raises(ExerciseCheckFailed):
+        CHECKS["ch07-leaky-relu-init"](leaky_relu_std)
