@@ -56,3 +56,49 @@ def test_inverted_dropout_refuses_coupled_masks(coupled, capsys):
         CHECKS["ch07-inverted-dropout"](getattr(wrong, coupled))
     assert "✅" not in capsys.readouterr().out
     assert "correlated" in failure.value.message or "kept together" in failure.value.message
+
+
+def test_tanh_fixed_point_names_the_trivial_root(capsys):
+    # q used as a standard deviation: the search collapses to q = 0, which is a fixed point, so
+    # the message must not say "not a fixed point yet" (eighth read, L7)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-tanh-fixed-point"](wrong.tanh_q_as_std)
+    message = failure.value.message
+    assert "trivial fixed point q = 0" in message and "not a fixed point yet" not in message
+
+
+@pytest.mark.parametrize("fixed", ["dropout_private_fixed_generator", "dropout_reseeds_global"])
+def test_inverted_dropout_names_a_mask_repeated_on_every_call(fixed, capsys):
+    # eighth read, L8: the mask is random across units but the same on every call
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](getattr(wrong, fixed))
+    message = failure.value.message
+    assert "same on every call" in message and "exact fraction" not in message
+
+
+def test_inverted_dropout_coupled_rows_message_names_the_rows(capsys):
+    # eighth read's L5 (seventh read): the same mask for each pair of rows couples examples, not units
+    def paired_rows(x, p):
+        flat = x.reshape(-1, x.shape[-1])
+        keep = torch.rand((flat.shape[0] + 1) // 2, flat.shape[1], dtype=x.dtype) >= p
+        keep = keep.repeat_interleave(2, dim=0)[:flat.shape[0]]
+        return (flat * keep / (1 - p)).reshape(x.shape)
+
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](paired_rows)
+    assert "rows" in failure.value.message
+
+
+def test_leaky_relu_init_refuses_a_table_of_rounded_slopes(capsys):
+    # eighth read, L9: the drawn slope was rounded to 4 digits, so a 10,001-entry table of
+    # PyTorch's gains built before the check held every input; the slope is no longer rounded
+    import math
+
+    table = {round(k * 1e-4, 4): torch.nn.init.calculate_gain("leaky_relu", round(k * 1e-4, 4))
+             for k in range(10_001)}
+
+    def leaky_relu_std(fan_in, negative_slope):
+        return table[round(negative_slope, 4)] / math.sqrt(fan_in)
+
+    with pytest.raises(ExerciseCheckFailed):
+        CHECKS["ch07-leaky-relu-init"](leaky_relu_std)

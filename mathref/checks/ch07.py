@@ -46,12 +46,12 @@ def check_ch07_leaky_relu_init(leaky_relu_std):
     (a 0-D tensor, a NumPy float32) is right: its rounding is far below any formula's error."""
     expect_callable(leaky_relu_std, "leaky_relu_std(fan_in, negative_slope)")
     gen = rng(1)
-    drawn = (integer(gen, 2, 4096), round(uniform(gen, 0.0, 1.0), 4))
+    drawn = (integer(gen, 2, 4096), uniform(gen, 0.0, 1.0))     # not rounded: no table of slopes holds it
     for fan_in, a in ((64, 0.0), (256, 0.01), (256, 0.2), (1000, 0.5), (576, 1.0), (10, 0.3),
                       drawn):
         gain = torch.nn.init.calculate_gain("leaky_relu", a)          # PyTorch's own gain
         want = gain / math.sqrt(fan_in)
-        what = f"leaky_relu_std({fan_in}, negative_slope={a})"
+        what = f"leaky_relu_std({fan_in}, negative_slope={a:.6g})"
         got = _number(leaky_relu_std(fan_in, a), what)
         hint = ""
         if abs(got - want ** 2) < 1e-6 * want ** 2:
@@ -93,11 +93,11 @@ def _number(value, what):
 def check_ch07_tanh_fixed_point(tanh_fixed_point):
     """tanh_fixed_point(gain): the fixed point q* of q ← gain² E[tanh(z)²], z ~ N(0, q)."""
     expect_callable(tanh_fixed_point, "tanh_fixed_point(gain)")
-    for gain in (0.8, 1.0, round(uniform(rng(3), 0.1, 0.95), 4)):
-        got = _number(tanh_fixed_point(gain), f"tanh_fixed_point({gain})")
-        expect(abs(got) < 2e-3, f"tanh_fixed_point({gain}): for a gain ≤ 1 the only fixed point is "
+    for gain in (0.8, 1.0, uniform(rng(3), 0.1, 0.95)):
+        got = _number(tanh_fixed_point(gain), f"tanh_fixed_point({gain:.6g})")
+        expect(abs(got) < 2e-3, f"tanh_fixed_point({gain:.6g}): for a gain ≤ 1 the only fixed point is "
                                 f"q* = 0 (the signal dies out), got {got:.4g}")
-    for gain in (1.1, 1.5, 5 / 3, 2.0, 4.0, round(uniform(rng(2), 1.2, 3.0), 4)):
+    for gain in (1.1, 1.5, 5 / 3, 2.0, 4.0, uniform(rng(2), 1.2, 3.0)):   # not rounded
         want = _tanh_fixed_point(gain)
         got = _number(tanh_fixed_point(gain), f"tanh_fixed_point({gain:.4g})")
         hint = ""
@@ -114,6 +114,10 @@ def check_ch07_tanh_fixed_point(tanh_fixed_point):
 
 def _not_converged_hint(gain, got, want):
     """For a q that misses q*: how far it is from being a fixed point, and some usual causes."""
+    if math.isfinite(got) and abs(got) < 1e-3 * want:
+        return (" (that is the trivial fixed point q = 0, which every gain has: for a gain > 1 "
+                "return the positive one. If your search or iteration slid to 0, check that "
+                "z ~ N(0, q) is √q·u for u ~ N(0, 1), not q·u)")
     if not math.isfinite(got) or got <= 0:
         return ""
     if abs(got - want / gain ** 2) < 2e-3 * want / gain ** 2:
@@ -143,6 +147,15 @@ def check_ch07_inverted_dropout(inverted_dropout):
     kept entries by 1/(1 − p). x is float64; the scale must be computed in x's dtype."""
     expect_callable(inverted_dropout, "inverted_dropout(x, p)")
     seed_global(0)
+    # a fresh mask on every call: two calls on the same 1000 entries agree by chance with
+    # probability 2^-1000 (a generator seeded inside the function repeats its mask)
+    x = torch.rand(1000, dtype=torch.float64) + 0.5
+    expect(not torch.equal(_dropout_output(inverted_dropout, x, 0.5),
+                           _dropout_output(inverted_dropout, x, 0.5)),
+           "p=0.5: your mask is the same on every call (two calls on the same x gave the same "
+           "output): draw a fresh mask each call from the global generator "
+           "(torch.rand(x.shape)), and do not reseed it or create a seeded generator inside the "
+           "function")
     n = 200_000
     for p in (0.1, 0.5, 0.8):
         x = torch.rand(n, dtype=torch.float64) + 0.5   # all entries in [0.5, 1.5): none is 0
@@ -230,7 +243,9 @@ def _expect_uncoupled(masks, what):
     expect(excess < 1 + 6 * math.sqrt(2 / pairs),
            f"{what}: the kept/dropped pattern of different units is correlated (over {n} masks, "
            f"n·mean(corr²) over the {pairs} pairs of units is {excess:.3g}, about 1 for independent "
-           f"units; the largest |corr| is {worst:.2f}): draw every entry's mask independently")
+           f"units and independent masks; the largest |corr| is {worst:.2f}). Either units are "
+           "coupled, or the masks (rows) are: rows that repeat or mirror one another's draws "
+           "raise it too. Draw every entry's mask independently")
 
 
 def _dropout_output(inverted_dropout, x, p):

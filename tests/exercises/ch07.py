@@ -356,3 +356,34 @@ def dropout_far_coupled(x, p):
 
 
 WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_pair_coupled, dropout_far_coupled]
+
+
+# ---------------------------------------------------------------- added with the eighth read (L7, L8)
+def tanh_q_as_std(gain):
+    # z = q·u instead of √q·u: gain²·E[tanh(q·u)²] − q is negative for every small q, so the
+    # bisection slides to its lower end, the trivial fixed point 0
+    if gain <= 1:
+        return 0.0
+    lo, hi = 1e-12, gain ** 2
+    z = torch.linspace(-10, 10, 20_001, dtype=torch.float64)
+    density = torch.exp(-z ** 2 / 2) / math.sqrt(2 * math.pi)
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        excess = gain ** 2 * torch.trapezoid(torch.tanh(mid * z) ** 2 * density, z).item() - mid
+        lo, hi = (mid, hi) if excess > 0 else (lo, mid)
+    return (lo + hi) / 2
+
+
+def dropout_private_fixed_generator(x, p):
+    # a generator seeded afresh on every call: random across units, the same mask on every call
+    generator = torch.Generator().manual_seed(123)
+    return x * (torch.rand(x.shape, dtype=x.dtype, generator=generator) >= p) / (1 - p)
+
+
+def dropout_reseeds_global(x, p):
+    torch.manual_seed(0)                                          # the same mask on every call
+    return x * (torch.rand(x.shape, dtype=x.dtype) >= p) / (1 - p)
+
+
+WRONG_ANSWERS["ch07-tanh-fixed-point"] += [tanh_q_as_std]
+WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_private_fixed_generator, dropout_reseeds_global]
