@@ -1,6 +1,7 @@
 """Chapter 11's checkers: refusals that name their real cause (the third read found two that
 named another), and the line budget of the two derive exercises."""
 import os
+import sys
 
 import pytest
 import torch
@@ -105,4 +106,37 @@ def test_a_complex_step_compiled_under_a_library_file_name_is_stopped(where):
             CHECKS["ch11-softmax-backward"](answer)
     finally:
         module.__dict__.pop("softmax_backward_rows", None)
+    assert "50,000 lines of Python" in failure.value.message, failure.value.message
+
+
+def test_a_complex_step_under_an_import_machinery_name_or_run_at_import_is_stopped(tmp_path):
+    """The ninth read's L1: compiled under "<frozen importlib._bootstrap>" (its own frame was taken
+    for an import), or run at the top of a module imported from a folder named site-packages
+    (any such folder was taken for the installed packages'): both passed, both are now counted."""
+    namespace = {"torch": torch}
+    exec(compile(COMPLEX_STEP_ROWS, "<frozen importlib._bootstrap>", "exec"), namespace)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch11-softmax-backward"](namespace["softmax_backward_rows"])
+    assert "50,000 lines of Python" in failure.value.message, failure.value.message
+
+    folder = tmp_path / "site-packages"
+    folder.mkdir()
+    (folder / "rows_at_import.py").write_text(
+        "import builtins\nimport torch\n" + COMPLEX_STEP_ROWS
+        + "RESULT = softmax_backward_rows(*builtins.ROWS_ARGS)\n")
+    sys.path.insert(0, str(folder))
+
+    def at_import(P, G_P):
+        import builtins
+        import importlib
+        builtins.ROWS_ARGS = (P, G_P)
+        sys.modules.pop("rows_at_import", None)
+        return importlib.import_module("rows_at_import").RESULT
+
+    try:
+        with pytest.raises(ExerciseCheckFailed) as failure:
+            CHECKS["ch11-softmax-backward"](at_import)
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop("rows_at_import", None)
     assert "50,000 lines of Python" in failure.value.message, failure.value.message

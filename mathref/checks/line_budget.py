@@ -1,7 +1,9 @@
 """A call stopped after a fixed number of executed Python lines: the same verdict on every machine
 for an answer that loops for ever (a closed form runs a few dozen lines)."""
 import os
+import site
 import sys
+import sysconfig
 import types
 
 import torch
@@ -14,7 +16,31 @@ class _LineBudgetSpent(BaseException):
 _LIBRARY_DIRS = (os.path.dirname(torch.__file__) + os.sep,                     # torch/
                  os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)  # mathref/
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
-_SITE = os.sep + "site-packages" + os.sep
+# the installed packages' folders themselves (site-packages, Colab's dist-packages), not any
+# folder that an answer names site-packages
+_SITE_DIRS = tuple(sorted({os.path.abspath(path) + os.sep for path in (
+    getattr(site, "getsitepackages", list)() + [site.getusersitepackages()]
+    + [sysconfig.get_paths()[key] for key in ("purelib", "platlib")])}))
+
+
+def _importlib_code():
+    """The code objects of Python's own import machinery (frozen: their file names start with
+    "<frozen importlib", which code compiled from a string can copy, their objects not)."""
+    found, todo = set(), []
+    for name in ("_frozen_importlib", "_frozen_importlib_external"):
+        for value in vars(sys.modules.get(name, types.ModuleType(name))).values():
+            todo.extend(vars(value).values() if isinstance(value, type) else [value])
+    while todo:
+        value = todo.pop()
+        value = getattr(value, "__func__", value)
+        code = getattr(value, "__code__", value)
+        if isinstance(code, types.CodeType) and code not in found:
+            found.add(code)
+            todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return frozenset(found)
+
+
+_IMPORTLIB_CODE = _importlib_code()
 
 
 _ON_DISK = {}     # file name → the code objects its source compiles to (the module's and each function's)
@@ -53,8 +79,10 @@ def _imported_during_call(frame, home):
     a module that the call imports lazily, such as torch._dynamo, which PyTorch imports on the
     first ``torch.tensor`` under a TorchFunctionMode (with sympy and mpmath, over 200,000 lines
     of import machinery, tokenize and module set-up)."""
+    frame = frame.f_back                # (above the frame itself: an import that called it)
     while frame is not None and frame is not home:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
+        if frame.f_code.co_filename.startswith("<frozen importlib") \
+                and frame.f_code in _IMPORTLIB_CODE:
             return True
         frame = frame.f_back
     return False
@@ -66,10 +94,11 @@ def with_line_budget(answer, args, budget=200_000):
     lines (sys.settrace) instead of seconds makes the verdict the same on every machine and in
     every thread. Library code is not counted only if it is what its file on disk compiles to
     (code compiled from a string under a torch/ or mathref/ file name is counted). Not counted
-    either: library code (the standard library, site-packages, code compiled from a string)
-    that runs inside an import the call sets off, which is the set-up of a module, not the
-    answer's work (code that an answer runs from inside an import it sets off is not counted
-    either). Under the grader the student's code runs in another process, which this tracer
+    either: library code (the standard library, the installed packages' folders, code compiled
+    from a string) that runs inside an import the call sets off (below a frame of Python's own
+    import machinery, by its code object, not its file name), which is the set-up of a module,
+    not the answer's work; a module of the answer's own, imported from any other folder, is
+    counted. Under the grader the student's code runs in another process, which this tracer
     does not see; there the grader's per-exercise time limit stops such a loop."""
     left = [budget]
     home = sys._getframe()
@@ -86,7 +115,7 @@ def with_line_budget(answer, args, budget=200_000):
         if filename.startswith(_LIBRARY_DIRS):
             if _compiled_from_disk(frame.f_code, lambda: _imported_during_call(frame, home)):
                 return None
-        elif (filename.startswith(("<", _STDLIB_DIR)) or _SITE in filename) \
+        elif filename.startswith(("<", _STDLIB_DIR) + _SITE_DIRS) \
                 and _imported_during_call(frame, home):
             return None
         return local
