@@ -769,6 +769,44 @@ def test_ch15_numpy_in_the_online_softmax_exercises_is_refused_by_the_grader(tmp
         assert all(rows[name][label] == "pass" for label in others), (name, run.stdout)
 
 
+def test_ch09_distance_kernels_by_their_aten_names_are_refused_by_the_grader(tmp_path):
+    """Chapter 9's ninth read, M1: under the grader only an exercise's refused names travel to
+    the worker (the notebook's operator allowlist does not), and torch.ops.aten.cdist,
+    torch.pdist, aten.pairwise_distance and aten.linalg_vector_norm of the broadcast difference
+    scored pass in ch09-unit-distance. Each now fails; the reference passes."""
+    from tests.notebooks import solution_cell
+    source = read(ROOT / "notebooks" / "09_similarity.ipynb")
+    label = "ch09-unit-distance"
+    header = "import torch\n\ndef unit_distances(U, V):\n"
+    bodies = {
+        "cdist": "    return torch.ops.aten.cdist(U, V, 2.0, 2)\n",
+        "pdist": ("    n, m = U.shape[0], V.shape[0]\n"
+                  "    d = torch.pdist(torch.cat([U, V]))\n"
+                  "    rows, cols = torch.triu_indices(n + m, n + m, 1)\n"
+                  "    full = torch.zeros(n + m, n + m, dtype=U.dtype)\n"
+                  "    full[rows, cols] = d\n"
+                  "    full = full + full.T\n"
+                  "    return full[:n, n:]\n"),
+        "pairwise": ("    return torch.ops.aten.pairwise_distance(U[:, None], V[None], 2.0, 0.0, "
+                     "False)\n"),
+        "vector_norm": "    return torch.ops.aten.linalg_vector_norm(U[:, None] - V[None], 2, [-1])\n",
+    }
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(source, folder / "reference.ipynb")
+    for name, body in bodies.items():
+        nb = nbformat.from_dict(source)
+        solution_cell(nb, label).source = header + body
+        nbformat.write(nb, folder / f"{name}.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    labels = exercise_labels(source)
+    assert rows["reference"]["score"] == str(len(labels)), run.stdout
+    for name in bodies:
+        assert rows[name][label] == "fail", (name, run.stdout)
+        assert all(rows[name][other] == "pass" for other in labels if other != label), \
+            (name, run.stdout)
+
+
 def test_a_refused_function_at_the_solution_cells_top_level_is_refused_by_the_grader(tmp_path):
     """Chapter 12's fourth read, M1: the exercise's refusals held only while the checker called
     the student's function, so a table built by the refused ``P.alibi_bias`` at the top of the

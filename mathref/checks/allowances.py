@@ -105,7 +105,13 @@ ALLOWANCES = {
     "ch08-rms-norm": dict(ops=("linalg_norm",), allows="torch.linalg.norm of a vector"),
     "ch08-running-stats": dict(ops=("cov", "nanmean", "nansum", "logical_not_"),
                                allows="torch.cov and torch.nanmean/nansum"),
-    "ch09-soft-lookup": dict(ops=SOFTMAX + LOG_SOFTMAX, allows="torch.softmax"),
+    # q Kᵀ by any name of a product (as in ch09-unit-distance), the softmax by any name
+    "ch09-soft-lookup": dict(ops=SOFTMAX + LOG_SOFTMAX + ("special_softmax", "inner", "linear"),
+                             allows="torch.softmax (or torch.special.softmax), torch.inner and "
+                                    "F.linear"),
+    # torch.linalg.norm of vectors: the norm the statements build with, by its recommended name
+    "ch09-cosine-from-dot": dict(ops=("linalg_norm",), allows="torch.linalg.norm"),
+    "ch09-mips-to-nn": dict(ops=("linalg_norm",), allows="torch.linalg.norm"),
     # the product by any name: F.linear(one_hot, E.T) is section 10.5's "linear layer without
     # bias", torch.inner(one_hot, E.T) a product too (neither selects rows by index)
     "ch10-one-hot-embedding": dict(ops=("one_hot", "linear", "inner"),

@@ -30,7 +30,11 @@ def _expect_tensor_close(got, want, what, rtol=1e-9, atol=1e-12, **kwargs):
     try:
         expect_tensor_close(got, want, what, rtol=rtol, atol=atol, **kwargs)
     except CheckFailure as failure:
-        raise CheckFailure(f"{failure}{_dtype_hint(got)}") from None
+        # (one hint about the dtype: this one, which names it, in place of core's general one)
+        message, hint = str(failure), _dtype_hint(got)
+        if hint:
+            message = message.split(". A difference this small")[0]
+        raise CheckFailure(f"{message}{hint}") from None
 
 
 def _on_copies(fn, args, names, what, **kwargs):
@@ -86,8 +90,14 @@ def check_ch09_cosine_from_dot(cosine):
     return "matches F.cosine_similarity, including zero and tiny vectors"
 
 
+# (by name, because under the grader only these names travel to the worker, where the gate's
+# operator allowlist does not run: so each kernel's torch.ops.aten twin and pdist too)
 _DISTANCES = ("torch.norm", "torch.Tensor.norm", "torch.linalg.norm", "torch.linalg.vector_norm",
               "torch.dist", "torch.Tensor.dist", "torch.cdist", "torch.nn.functional.pairwise_distance",
+              "torch.pdist", "torch.nn.functional.pdist",
+              "torch.ops.aten.cdist", "torch.ops.aten.pdist", "torch.ops.aten.pairwise_distance",
+              "torch.ops.aten.linalg_vector_norm", "torch.ops.aten.linalg_norm",
+              "torch.ops.aten.norm", "torch.ops.aten.dist",
               "torch.hypot", "torch.Tensor.hypot", "mathref.similarity.euclidean_distance",
               "mathref.similarity.pairwise_euclidean_distance", "torch.Tensor.tolist")
 
@@ -196,7 +206,8 @@ def check_ch09_unit_distance(unit_distances):
         if bad.any():
             i = tuple(bad.nonzero()[0].tolist())
             g, w = got[i].item(), want[i].item()
-            hint = _dtype_hint(raw, U.dtype) or _unit_distance_diagnosis(g, w)
+            hint = _dtype_hint(raw, U.dtype) or _float32_inside(got, U.dtype) \
+                or _unit_distance_diagnosis(g, w)
             raise CheckFailure(f"{what}: at index {list(i)} expected {w:.6g}, got {g:.6g}{hint}")
     if remote:
         return "‖u − v‖ = √(2 − 2 u·v), finite and accurate near distance 0 (values only)"
@@ -229,6 +240,16 @@ def _expect_one_matrix_product(unit_distances, unit, U_small, V_small, U_big, V_
            f"your function runs {small.calls} tensor operations for 4 × 5 pairs in ℝ¹⁶ but "
            f"{wide.calls} in ℝ⁶⁴: it loops over the coordinates. Compute every u_i·v_j at once "
            f"with one matrix product U @ V.T")
+
+
+def _float32_inside(got, inputs_dtype):
+    """A hint when a float64 result holds only float32 numbers: computed in float32, cast back
+    (the distance of a vector to itself is then √(2·2⁻²⁴)-sized, not a clamp's floor)."""
+    if inputs_dtype == torch.float64 and torch.equal(got.float().double(), got) \
+            and not torch.equal(got.round(), got):
+        return (" (every entry of your result is a float32 number: it was computed in float32 "
+                "and cast back to float64; compute in the inputs' dtype)")
+    return ""
 
 
 def _unit_distance_diagnosis(got, want):
