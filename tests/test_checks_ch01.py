@@ -491,3 +491,24 @@ def test_an_upward_settle_without_abs_on_r_fails_one_unit_below_a_tie():
     assert message.startswith("x0=1.0, η=0.75, tol=0.031249999999999997: expected 6 steps, "
                               "got 5"), message
     assert "1 − 2η = -0.5 is negative and k = 5 odd" in message, message
+
+
+def test_best_constant_step_names_a_negative_rate_and_a_wrong_pair():
+    """The ninth read's L2: eigvals does not sort; its first and last eigenvalues swapped give a
+    negative ρ, and in 3-D a pair that is not (λ_min, λ_max); both used to get a bare mismatch."""
+    def swapped(H):
+        lam = torch.linalg.eigvalsh(H)
+        eta = 2 / float(lam[0] + lam[-1])
+        return eta, 1 - eta * float(lam[-1])
+    with pytest.raises(ExerciseCheckFailed, match="an absolute value lost, or λ_min"):
+        checks.check_ch01_best_constant_step(swapped)
+
+    def middle_pair(H):
+        lam = torch.linalg.eigvalsh(H)
+        if len(lam) < 3:
+            eta = 2 / float(lam[0] + lam[-1])
+            return eta, abs(1 - eta * float(lam[0]))
+        eta = 2 / float(lam[0] + lam[1])
+        return eta, abs(1 - eta * float(lam[0]))
+    with pytest.raises(ExerciseCheckFailed, match="not the smallest and the largest"):
+        checks.check_ch01_best_constant_step(middle_pair)

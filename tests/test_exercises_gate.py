@@ -149,3 +149,15 @@ def test_the_same_answer_with_its_own_softmax_backward_passes(capsys):
     own = "def sb(p, grad_p):\n    return p * (grad_p - (grad_p * p).sum(-1, keepdim=True))\n"
     CHECKS[label](_answer(label, _GQA_WITH.format(copy=own)))
     assert f"✅ {label}: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("label", ["ch01-gradient-descent-loop", "ch01-steps-to-tolerance",
+                                   "ch01-best-constant-step", "ch06-adam-step", "ch06-adamw-step"])
+@pytest.mark.parametrize("decorator", [torch.no_grad, torch.inference_mode])
+def test_a_right_answer_under_a_grad_mode_decorator_passes(label, decorator, capsys):
+    """Chapter 1's ninth read, M1: mathref's SGD.step and Adam.step, which these exercises refuse,
+    are decorated with torch.no_grad(); the decorator's wrapper code, shared by every decorated
+    function, was taken for theirs, so a right answer decorated the same way was refused as 'a
+    copy of a function this exercise refuses'."""
+    CHECKS[label](decorator()(_answer(label, None)))
+    assert f"✅ {label}: passed" in capsys.readouterr().out

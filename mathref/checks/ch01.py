@@ -251,12 +251,21 @@ def check_ch01_best_constant_step(best_constant_step):
                    f"matches the formula computed in float32: compute in H's dtype "
                    f"({str(H.dtype).replace('torch.', '')}). (A search over η that stops at a "
                    f"grid spacing or a tolerance can miss by as much)")
+            pairs = [(a, b) for i, a in enumerate(lam.tolist()) for b in lam.tolist()[i + 1:]]
+            expect(not any(_near(eta, 2 / (a + b), 1e-6) for a, b in pairs),
+                   f"{wrong} = 2/(λ_i + λ_j) for two eigenvalues that are not the smallest and "
+                   f"the largest: torch.linalg.eigvals does not sort them (eigvalsh does); take "
+                   f"their min and max")
             expect(not nearly_right, f"{wrong}: η is within 1e-6 of 2/(λ_min + λ_max) but not "
                    f"within 1e-8: the formula, computed in H's dtype, gives all the digits (a "
                    f"search over η that stops at a grid spacing or a tolerance does not)")
             expect(False, f"{wrong}: along the eigenvector of each eigenvalue λ_i the error is "
                    f"multiplied by 1 − ηλ_i, and the slowest of these factors is largest at "
                    f"λ_min or λ_max; choose η so that |1 − ηλ_min| = |1 − ηλ_max|")
+        expect(rate >= 0, f"the contraction factor ρ for {where}: expected "
+                          f"{(hi - lo) / (hi + lo):.10g}, got {rate:.10g}: a factor by which the "
+                          f"error shrinks is |1 − η*λ_min| ≥ 0 (an absolute value lost, or λ_min "
+                          f"and λ_max swapped: torch.linalg.eigvals does not sort them)")
         expect(not _near(rate, (hi - lo) / hi, 1e-6),
                f"the contraction factor ρ for {where}: expected {(hi - lo) / (hi + lo):.10g}, "
                f"got {rate:.10g} = 1 − λ_min/λ_max, the factor of η = 1/λ_max; give ρ(η*) = "
@@ -379,6 +388,8 @@ def check_ch01_steps_to_tolerance(steps_to_tolerance):
              # |x0| ≤ tol already, with η = 0.5 and with |1 − 2η| ≥ 1: 0 steps either way (that
              # test comes first)
              (0.5, 0.5, 1.0), (0.5, 1.0, 1.0), (-0.5, 1.5, 0.5),
+             # η = 0 and η < 0: |1 − 2η| ≥ 1 there too (a test of η ≥ 1 alone misses them)
+             (3.0, 0.0, 1e-3), (3.0, -0.1, 1e-3),
              # a tie: |x_k| = 2⁻ᵏ, so |x_29| = tol exactly and k = 29; the quotient of rounded
              # logarithms log(tol/|x0|)/log r comes out a hair above 29, and its ceiling is 30
              (1.0, 0.25, 2.0 ** -29),

@@ -11,6 +11,7 @@ import functools
 import importlib
 import inspect
 import math
+import os
 import sys
 import types
 
@@ -36,6 +37,7 @@ CHECKS = {}  # exercise label -> checker
 # by a draw from it, so a table of answers for the notebook's inputs does not pass.
 
 _CALLER = [None]   # the generator of the check in progress (innermost last); None: fixed seeds
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
 def _draw_seed(seed):
@@ -511,7 +513,7 @@ class Forbidden:
 
     def __enter__(self):
         self.hits = []
-        self._wrappers = set()      # the stubs of decorator wrappers (see below)
+        self._wrappers = set()      # the decorator wrappers among the swapped functions (ids)
         functions, aten, conditions = {}, {}, {}
         for name in self.names:
             base, condition = _condition(name)
@@ -537,16 +539,24 @@ class Forbidden:
                 # built, is a profiling wrapper around a no-grad wrapper around the step): each
                 # layer refuses, so the refusal names the call whichever layer is reached first
                 # (another optimizer's wrapper runs the same wrapper code around its own step)
+                # (also where the function is mathref's and only the decorator is torch's, as
+                # torch.no_grad() around mathref.optim.SGD.step: the decorator's code is every
+                # decorated function's, so it is a wrapper, not the refused function's own code)
+                # (a layer swapped already, under another name of the same function, is judged
+                # by its own code, saved first)
+                def own_code(layer):
+                    return next((code for f, code in self._saved if f is layer), layer.__code__)
                 layers = [obj]
-                while obj.__module__.startswith("torch") \
-                        and inspect.isfunction(getattr(layers[-1], "__wrapped__", None)):
+                while inspect.isfunction(getattr(layers[-1], "__wrapped__", None)) and (
+                        obj.__module__.startswith("torch")
+                        or own_code(layers[-1]).co_filename.startswith(_TORCH_DIR)):
                     layers.append(layers[-1].__wrapped__)
                 for layer in layers:
                     if layer.__code__.co_name != name:    # not already refused by an outer rule
                         self._saved.append((layer, layer.__code__))
                         layer.__code__ = _stub_code(len(layer.__code__.co_freevars), name)
-                        if layer is not layers[-1]:
-                            self._wrappers.add(layer.__code__)
+                    if layer is not layers[-1]:
+                        self._wrappers.add(id(layer))
                 if obj.__module__.startswith("torch"):
                     functions[obj] = name             # torch's Python functions dispatch too
             else:
@@ -555,7 +565,7 @@ class Forbidden:
         if self.with_gate and self.label in CHECKS:   # an exercise's own rule: its gate, too
             # (a decorator's wrapper is no copy of what it wraps: its code is every wrapper's)
             self._gate = gate.for_exercise(self.label, [
-                code for layer, code in self._saved if layer.__code__ not in self._wrappers])
+                code for layer, code in self._saved if id(layer) not in self._wrappers])
             self._gate.trusted.update(self.trusted)
             self._gate.__enter__()
         # the named refusals' modes go above the gate's: a call this rule names is refused

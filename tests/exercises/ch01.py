@@ -61,6 +61,16 @@ def steps_off_by_one(x0, lr, tol):
     return math.floor(math.log(tol / abs(x0)) / math.log(r)) + 1
 
 
+def steps_divergence_tested_on_lr(x0, lr, tol):   # lr >= 1 instead of |1 − 2η| ≥ 1: η = 0 breaks
+    if abs(x0) <= tol:
+        return 0
+    if lr == 0.5:
+        return 1
+    if lr >= 1:
+        return math.inf
+    return _settled(x0, abs(1 - 2 * lr), tol)
+
+
 def _steps_from_logs(x0, lr, tol, slack=0.0):
     """ceil(log(tol/|x0|) / log r − slack): the closed form computed in floating point."""
     if abs(x0) <= tol:
@@ -161,7 +171,7 @@ WRONG_ANSWERS = {
     "ch01-steps-to-tolerance": [steps_float_not_ceiled, steps_no_divergence_case,
                                 steps_off_by_one, steps_ceil_of_logs, steps_ceil_with_epsilon,
                                 steps_by_running_descent, steps_by_multiplying,
-                                steps_by_recursion],
+                                steps_by_recursion, steps_divergence_tested_on_lr],
 }
 
 
