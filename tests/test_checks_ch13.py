@@ -1,5 +1,7 @@
 """Chapter 13's checkers: messages that name the right cause."""
+import numpy as np
 import pytest
+import torch
 
 from mathref import checks
 from mathref.checks import ExerciseCheckFailed
@@ -40,3 +42,33 @@ def test_swiglu_width_float_hint_only_for_the_float_result():
     with pytest.raises(ExerciseCheckFailed, match="return an int") as err:
         checks.check_ch13_swiglu_width(dff_as_float)
     assert "floating-point" not in err.value.message
+
+
+@pytest.mark.parametrize("answer", [
+    # the ninth read's M1: at d = 3·2⁵⁰ + 1 these give 2⁵³, and 2⁵³ + 3 == a float32 2⁵³
+    lambda d, m: torch.tensor(8 * d / (3 * m)).ceil() * m,
+    lambda d, m: torch.ceil(torch.tensor(8 * d, dtype=torch.float32) / (3 * m)) * m,
+    lambda d, m: np.ceil(np.float32(8 * d) / np.float32(3 * m)) * m,
+    lambda d, m: torch.tensor(float(-(-8 * d // (3 * m)) * m), dtype=torch.float64),  # L3
+])
+def test_swiglu_width_refuses_a_float_of_any_precision(answer):
+    with pytest.raises(ExerciseCheckFailed, match="return an int"):
+        checks.check_ch13_swiglu_width(answer)
+
+
+@pytest.mark.parametrize("answer", [lambda d, m: np.int64(-(-8 * d // (3 * m)) * m),
+                                    lambda d, m: torch.tensor(-(-8 * d // (3 * m)) * m)])
+def test_swiglu_width_accepts_integer_types(answer, capsys):
+    checks.check_ch13_swiglu_width(answer)
+    assert "✅ ch13-swiglu-width: passed" in capsys.readouterr().out
+
+
+def test_the_quantizable_multihead_attention_is_refused_by_name():
+    # the ninth read's L1: torch.ao's MultiheadAttention, written with F.linear and softmax
+    from torch.ao.nn.quantizable import MultiheadAttention
+
+    def cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed):
+        mha = MultiheadAttention(W_q.shape[0], n_heads, bias=False, batch_first=True).double()
+        return mha(y, memory, memory, key_padding_mask=~src_allowed, average_attn_weights=False)
+    with pytest.raises(ExerciseCheckFailed, match="MultiheadAttention"):
+        checks.check_ch13_cross_attention(cross_attention)

@@ -35,6 +35,9 @@ ATTENTION_CALLS = (
     "torch._native_multi_head_attention",
     "torch.nn.functional.multi_head_attention_forward",
     "torch.nn.MultiheadAttention.forward",
+    # (the quantizable twin: a whole multi-head attention written with F.linear and softmax)
+    "torch.ao.nn.quantizable.modules.activation.MultiheadAttention.forward",
+    "torch.ao.nn.quantizable.modules.activation.MultiheadAttention._forward_impl",
     "mathref.attention.attention_weights",
     "mathref.attention.scaled_dot_product_attention",
     "mathref.attention.MultiHeadAttention.forward",
@@ -87,18 +90,37 @@ def check_ch13_swiglu_width(swiglu_d_ff):
                  (integer(rng(1), 8, 10000), 2 ** integer(rng(2), 0, 9))):
         want = -(-8 * d // (3 * m)) * m            # ceil(8d / 3m) · m, in integers
         got = swiglu_d_ff(d, m)
+        value = _as_int(got)           # (compared as integers: a float32 2^53 "equals" 2^53 + 3)
         hint = ""
         if 8 * d >= 2 ** 53 and _equals(got, math.ceil(8 * d / (3 * m)) * m):
             hint = (" (8·d_model/3 is beyond float64's exact integers here, so floating-point "
                     "division rounds the remainder away: use integer arithmetic, e.g. -(-a // b) "
                     "for ⌈a/b⌉)")
-        elif _equals(got, -(-(8 * d // 3) // m) * m) and not _equals(got, want):
+        elif value is not None and value == -(-(8 * d // 3) // m) * m and value != want:
             hint = (" (that rounds ⌊8·d_model/3⌋ up to a multiple, not 8·d_model/3 itself: "
                     "round the quotient 8·d_model/(3·multiple_of) up)")
-        elif isinstance(got, float):
-            hint = " (return an int: a float64 cannot hold every integer this large)"
-        expect(got == want, f"d_model={d}, multiple_of={m}: expected {want}, got {got}{hint}")
+        elif value is None:
+            hint = (" (return an integer, a Python int or an integer tensor: a float cannot hold "
+                    "every integer this large)")
+        expect(value == want, f"d_model={d}, multiple_of={m}: expected {want}, got {got}{hint}")
     return "LLaMA-7B's 11008 = 256 · ⌈8·4096/(3·256)⌉"
+
+
+def _as_int(got):
+    """``got`` as a Python int if it is an integer (an int, a NumPy integer, an integer tensor of
+    one element), else None: a float of any precision is not, whatever value it compares equal to."""
+    if isinstance(got, bool):
+        return None
+    if isinstance(got, int):
+        return got
+    if isinstance(got, torch.Tensor):
+        ok = got.numel() == 1 and not (got.is_floating_point() or got.is_complex()
+                                       or got.dtype == torch.bool)
+        return int(got.item()) if ok else None
+    if type(got).__module__ == "numpy" and getattr(getattr(got, "dtype", None), "kind", "") in "iu" \
+            and getattr(got, "size", 0) == 1:
+        return int(got)
+    return None
 
 
 def _equals(got, value):
