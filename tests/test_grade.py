@@ -807,6 +807,45 @@ def test_ch09_distance_kernels_by_their_aten_names_are_refused_by_the_grader(tmp
             (name, run.stdout)
 
 
+def test_a_table_stashed_in_a_library_by_an_earlier_exercise_gets_no_credit(tmp_path):
+    """Chapter 12's ninth read, M1: ex1's solution cell, where alibi_bias is not refused, put its
+    table into a library dict (mathref.nn.ACTIVATIONS); ex2, which refuses it, read the table
+    back and scored pass, as ex4 did with a rope_cache table stored by ex2. Each exercise now
+    runs in a fresh worker: the stash is gone, the two fail, ex1 and ex3 still pass."""
+    from tests.notebooks import solution_cell
+    source = read(ROOT / "notebooks" / "12_positions.ipynb")
+    nb = nbformat.from_dict(source)
+    first, alibi, rope = "ch12-sinusoidal-entry", "ch12-alibi-matrix", "ch12-rope-half"
+    solution_cell(nb, first).source = (
+        "from mathref import positions as P\nfrom mathref.nn import ACTIVATIONS\n"
+        "ACTIVATIONS['stash_alibi'] = (P.alibi_bias(1, 16, dtype=torch.float64)[0]\n"
+        "                              / P.alibi_slopes(1)[0].item())\n\n"
+        "def sinusoidal_entry(p, j, d):\n"
+        "    angle = p / 10000 ** (2 * (j // 2) / d)\n"
+        "    return math.sin(angle) if j % 2 == 0 else math.cos(angle)\n")
+    solution_cell(nb, alibi).source = (
+        "from mathref import positions as P\nfrom mathref.nn import ACTIVATIONS\n"
+        "ACTIVATIONS['stash_rope'] = {(d, b): P.rope_cache(torch.arange(2001), d, b,\n"
+        "                                                  dtype=torch.float64)\n"
+        "                             for d in (4, 6, 8, 16) for b in (10000.0, 500.0)}\n\n"
+        "def alibi_matrix(slope, T):\n"
+        "    return ACTIVATIONS['stash_alibi'][:T, :T] * slope\n")
+    solution_cell(nb, rope).source = (
+        "from mathref.nn import ACTIVATIONS\n\n"
+        "def rope_half_split(x, positions, base=10000.0):\n"
+        "    cos, sin = (t[positions].to(x.dtype) for t in ACTIVATIONS['stash_rope'][x.shape[-1], base])\n"
+        "    h = x.shape[-1] // 2\n"
+        "    x1, x2 = x[..., :h], x[..., h:]\n"
+        "    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)\n")
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(nb, folder / "stash.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    assert rows["stash"][alibi] == "fail" and rows["stash"][rope] == "fail", run.stdout
+    assert rows["stash"][first] == "pass" and rows["stash"]["ch12-adjacent-to-half"] == "pass", \
+        run.stdout
+
+
 def test_a_refused_function_at_the_solution_cells_top_level_is_refused_by_the_grader(tmp_path):
     """Chapter 12's fourth read, M1: the exercise's refusals held only while the checker called
     the student's function, so a table built by the refused ``P.alibi_bias`` at the top of the
