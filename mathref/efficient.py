@@ -278,6 +278,10 @@ class DynamicLossScaler:
         return True
 
     def update(self):
+        """After a step: on an overflow, multiply the scale by ``backoff_factor`` (halve it, by
+        default) and restart the count; otherwise count the step and, once ``growth_interval``
+        clean steps in a row have passed, multiply the scale by ``growth_factor`` (double it).
+        Returns the new scale."""
         if self.found_inf:
             self.scale_value *= self.backoff_factor
             self.good_steps = 0
