@@ -46,7 +46,9 @@ ALLOWANCES = {
         ops=("linalg_lstsq", "linalg_pinv", "linalg_qr", "linalg_solve_triangular",
              "triangular_solve", "_linalg_svd", "linalg_svd", "linalg_lu_factor",
              "linalg_lu_factor_ex", "linalg_lu_solve", "linalg_lu", "lu_unpack", "linalg_eigh",
-             "_linalg_eigh", "linalg_eigvalsh", "linalg_det", "_linalg_det", "_linalg_check_errors"),
+             "_linalg_eigh", "linalg_eigvalsh", "linalg_det", "_linalg_det", "_linalg_check_errors",
+             # singular values (a condition number) and QR in LAPACK's form, on the design matrix
+             "linalg_svdvals", "geqrf", "linalg_householder_product", "orgqr", "ormqr"),
         mathref=("mathref.linear_regression",),
         allows="lstsq, pinv, QR and SVD on the design matrix, solve_triangular, and LU, eigh "
                "and det (torch.linalg.solve, inv and cholesky are refused)"),

@@ -109,7 +109,10 @@ def check_ch02_mse_gradient(mse_gradient):
                    f"gradient divided by d = {d}: L averages over the N examples (the rows of "
                    f"X), not over the d features")
             expect(not _matches(g, w * N / d), f"{name} for {where} divides by d = {d} "
-                   f"where L divides by N = {N}: N is X.shape[0], the number of examples")
+                   f"where L divides by N = {N}: N is X.shape[0], the number of examples"
+                   if d != N - 1 else
+                   f"{name} for {where} divides by {d}, which is N − 1 here (and also d): L "
+                   f"divides by N = {N}, the number of examples (X.shape[0])")
             expect(not _matches(g, w / 2), f"{name} for {where} is half the gradient: the "
                    f"derivative of a square brings a factor 2"
                    + (" (or, with m = 2 outputs, you divided by N·m as F.mse_loss does; L "
