@@ -46,3 +46,26 @@ def test_autograd_is_restored_after_a_refused_call():
     assert all(a is b for a, b in zip(before, after))
     x = torch.ones(2, requires_grad=True)
     assert torch.func.grad(lambda t: (t * t).sum())(x.detach()).tolist() == [2.0, 2.0]
+
+
+def test_picking_eigenvalues_is_allowed_and_a_complex_step_is_not():
+    """Chapter 2's sixth read, L3: an answer that indexes torch.linalg.eigvals' complex result
+    was refused as a complex step. Picking entries computes nothing and passes; arithmetic in
+    complex numbers, even with an imaginary unit taken from an eigenvalue routine, is refused."""
+    import torch
+
+    from mathref.checks.core import CheckFailure, without_autograd
+
+    H = torch.tensor([[2.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
+    picked = without_autograd(lambda H: max(torch.linalg.eigvals(H)[i].real.item() for i in (0, 1)))
+    assert abs(picked(H) - torch.linalg.eigvalsh(H).max().item()) < 1e-12
+
+    def step(x):      # Im f(x + ih)/h for f = exp, the imaginary unit from a rotation's eigenvalues
+        i = torch.linalg.eigvals(torch.tensor([[0.0, -1.0], [1.0, 0.0]], dtype=torch.float64))[0]
+        return (torch.exp(x + 1e-30 * i)).imag / 1e-30
+
+    with pytest.raises(CheckFailure, match="complex-step"):
+        without_autograd(step)(torch.tensor(0.5, dtype=torch.float64))
+    with pytest.raises(CheckFailure, match="complex-step"):
+        without_autograd(lambda x: torch.exp(x.to(torch.complex128) + 1e-30j).imag / 1e-30)(
+            torch.tensor(0.5, dtype=torch.float64))

@@ -274,13 +274,18 @@ class _RealOnly(TorchDispatchMode):
         super().__init__()
         self.hit = False
 
-    # a real matrix's eigenvalues are complex in general: an eigenvalue routine is no step
+    # a real matrix's eigenvalues are complex in general: an eigenvalue routine is no step, and
+    # picking entries of its result computes nothing (a step needs arithmetic in complex numbers)
     EIGEN = ("linalg_eig", "linalg_eigvals", "_linalg_eig")
+    PICKING = ("select", "slice", "index", "unbind", "split", "split_with_sizes", "narrow",
+               "squeeze", "unsqueeze", "view", "_unsafe_view", "reshape", "alias", "detach",
+               "t", "transpose", "permute", "expand", "diagonal", "flip", "clone",
+               "resolve_conj", "resolve_neg")
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         results = out if isinstance(out, (tuple, list)) else (out,)
-        if func.__name__.split(".")[0] not in self.EIGEN and any(
+        if func.__name__.split(".")[0] not in self.EIGEN + self.PICKING and any(
                 isinstance(t, torch.Tensor) and t.is_complex() for t in results):
             self.hit = True
             raise CheckFailure(_COMPLEX_STEP_MESSAGE)
