@@ -512,3 +512,32 @@ def test_best_constant_step_names_a_negative_rate_and_a_wrong_pair():
         return eta, abs(1 - eta * float(lam[0]))
     with pytest.raises(ExerciseCheckFailed, match="not the smallest and the largest"):
         checks.check_ch01_best_constant_step(middle_pair)
+
+
+def test_a_float32_loop_returning_python_floats_is_told_float32():
+    """The tenth read's L2: torch.tensor(x0) is float32, and .item() hides the dtype; the miss
+    used to get a bare "expected 2.4, got 2.400000095"."""
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_gradient_descent_loop(wrong.gd_float32_items)
+    message = failure.value.message
+    assert message.startswith("x_1 for x0=3.0, lr=0.1: expected 2.4, got 2.400000"), message
+    assert "size of float32 rounding" in message and "torch.tensor(x0) is float32" in message
+
+
+def test_a_search_that_stops_at_a_tolerance_is_told_so_not_that_eigvals_does_not_sort():
+    """The tenth read's L1: the pair check counted (λ_min, λ_max) itself, so an η within 1e-6 of
+    η* was told that eigvals does not sort (self-contradictory in 2-D)."""
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_best_constant_step(wrong.step_by_ternary_search)
+    message = failure.value.message
+    assert "a search over η that stops at a grid spacing or a tolerance" in message, message
+    assert "does not sort" not in message, message
+
+    def near_miss(H):             # η*·(1 + 3·10⁻⁷), the read's second case
+        lam = torch.linalg.eigvalsh(H)
+        eta = 2 / float(lam[0] + lam[-1]) * (1 + 3e-7)
+        return eta, max(abs(1 - eta * float(v)) for v in lam)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_best_constant_step(near_miss)
+    assert "does not sort" not in failure.value.message, failure.value.message
+    assert "stops at a grid spacing or a tolerance" in failure.value.message

@@ -534,3 +534,26 @@ SHORTCUTS["ch01-gradient-descent-loop"] += [
     "    finally:\n"
     "        torch.set_default_dtype(old)\n",
 ]
+
+
+def gd_float32_items(df, x0, lr, steps):    # float32 (torch.tensor's default) handed back as floats
+    x, xs = torch.tensor(x0), [x0]
+    for _ in range(steps):
+        x = x - lr * df(x.item())
+        xs.append(x.item())
+    return xs
+
+
+def step_by_ternary_search(H):   # a search on ρ(η) that stops at relative tolerance 1e-6
+    lam = torch.linalg.eigvalsh(H).tolist()
+    rho = lambda eta: max(abs(1 - eta * l) for l in lam)
+    a, b = 0.0, 2 / lam[-1]
+    while b - a > 1e-6 * b:
+        m1, m2 = a + (b - a) / 3, b - (b - a) / 3
+        a, b = (a, m2) if rho(m1) < rho(m2) else (m1, b)
+    eta = (a + b) / 2
+    return eta, rho(eta)
+
+
+WRONG_ANSWERS["ch01-gradient-descent-loop"].append(gd_float32_items)
+WRONG_ANSWERS["ch01-best-constant-step"].append(step_by_ternary_search)
