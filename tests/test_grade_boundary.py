@@ -326,12 +326,16 @@ def test_the_worker_cannot_read_the_secret_or_the_inputs_seed_from_the_rng_state
         def ask(self, message, deadline):
             return None if message["kind"] == "setup" else ([print], {})
 
+        def close(self):
+            pass
+
     monkeypatch.setitem(selftest.CHECKS, "zz-probe", checker)
     secret = 123456789
     job = {"setup": "", "exercise_timeout": 5, "seed": secret,
-           "exercises": [{"label": "zz-probe", "solution": "", "check": "", "checker": "x"}] * 2}
+           "exercises": [{"label": "zz-probe", "number": n, "solution": "", "check": "",
+                          "checker": "x"} for n in (0, 1)]}
     verdicts = []
-    verify.verify(job, FakeWorker(), lambda *v: verdicts.append(v))
+    verify.verify(job, lambda *v: verdicts.append(v), connect=lambda exercise: FakeWorker())
     assert [v[1] for v in verdicts] == ["pass", "pass"], verdicts
     (gen0, leak0), (gen1, leak1) = seen
     assert len({gen0, gen1, leak0, leak1, secret}) == 5

@@ -185,8 +185,9 @@ def _keep_executed(text, folder, student):
 
 
 def _verify(session, workdir, nb, group=None):
-    """{label: (verdict, message)}: the trusted verifier's, each exercise against a fresh worker
-    (nothing an earlier solution cell leaves in a library's dicts or lists reaches a later one)."""
+    """{label: (verdict, message)}: the trusted verifier's, each exercise against a worker of its
+    own (nothing an earlier solution cell leaves in a library's dicts or lists reaches a later
+    one); the solution cells the policy refuses are never run."""
     from mathref.checks import CHECKS
     from mathref.grade import policy
     modules = policy.imported_names(session.assignment["setup"])
@@ -194,74 +195,100 @@ def _verify(session, workdir, nb, group=None):
     exercises, verdicts = [], {}
     for ordinal, exercise in enumerate(session.assignment["exercises"]):
         solution = find_solution(nb, exercise["names"], ordinal)
-        exercises.append({"label": exercise["label"], "checker": exercise["checker"],
-                          "check": exercise["check"], "solution": solution,
-                          "why": "no solution cell defining " + ", ".join(exercise["names"])})
         try:
             refused = getattr(CHECKS.get(exercise["label"]), "refused_modules", ())
             policy.check(solution or "", modules, refused, setup)
         except policy.Refused as refused:   # read here, on the trusted side: never run
             verdicts[exercise["label"]] = ("fail", f"refused before running: {refused}")
-    for exercise in exercises:
-        if exercise["label"] in verdicts:
             continue
-        got = _verify_some(session, workdir, [exercise], group)
-        verdicts[exercise["label"]] = got.get(
-            exercise["label"], ("error", "grader: the verification failed"))
+        exercises.append({"label": exercise["label"], "number": ordinal,
+                          "checker": exercise["checker"], "check": exercise["check"],
+                          "solution": solution,
+                          "why": "no solution cell defining " + ", ".join(exercise["names"])})
+    while exercises:    # a verifier that died or ran out of time: a fresh one for the rest
+        verdicts.update(_verify_some(session, workdir, exercises, group))
+        if exercises[0]["label"] not in verdicts:     # the one it was on when it ended
+            verdicts[exercises[0]["label"]] = ("error", "grader: the verification failed")
+        exercises = [e for e in exercises if e["label"] not in verdicts]
     return verdicts
 
 
 def _verify_some(session, workdir, exercises, group):
-    """One verifier and one worker, each in its own sandbox, joined by two pipes; the verdicts
-    the verifier wrote before it ended or its time ran out."""
+    """One verifier in its own sandbox and, for each exercise, a worker in another, joined to it
+    by a pair of pipes of its own; a worker is started one exercise ahead and killed when its
+    exercise's verdict comes. The verdicts the verifier wrote before it ended or its time ran
+    out."""
     from mathref.grade import sandbox
     job_dir = Path(str(workdir) + ".job")
     job_dir.mkdir(mode=0o755)
+    exercises = [dict(e) for e in exercises]
+    fds, pending, workers, verdicts = [], [], {}, {}
+
+    def pipe():
+        r, w = os.pipe()
+        fds.extend((r, w))
+        return r, w
+
+    for exercise in exercises:
+        if exercise["solution"] is None:
+            continue
+        to_worker, from_worker = pipe(), pipe()
+        exercise["channel"] = [from_worker[0], to_worker[1]]        # the verifier's ends
+        pending.append((exercise["label"], (to_worker[0], from_worker[1])))
+    out_r, out_w = pipe()
     job = {"setup": session.assignment["setup"], "exercises": exercises,
            "exercise_timeout": session.exercise_timeout, "seed": session.seed}
     (job_dir / "job.json").write_text(json.dumps(job), encoding="utf-8")
     os.chmod(job_dir / "job.json", 0o644)
-    to_worker_r, to_worker_w = os.pipe()
-    from_worker_r, from_worker_w = os.pipe()
-    out_r, out_w = os.pipe()
     processes = []
-    wanted = {e["label"] for e in exercises}
-    verdicts = {}
+
+    def start_workers():
+        while pending and len(workers) < 2:
+            label, ends = pending.pop(0)
+            argv, options = sandbox.command(
+                [sandbox.python(), "-m", "mathref.grade.worker", *map(str, ends)],
+                session.student_lib, workdir, limits=session.limits, unsafe=session.unsafe,
+                group=group)
+            workers[label] = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, pass_fds=ends, **options)
+            processes.append(workers[label])
+            for fd in ends:
+                fds.remove(fd)
+                os.close(fd)
 
     def on_line(line):
         try:
             label, verdict, message = json.loads(line)
         except (ValueError, TypeError):
             return
-        if label in wanted and verdict in VERDICTS:
+        if label in {e["label"] for e in exercises} and verdict in VERDICTS \
+                and label not in verdicts:
             verdicts[label] = (verdict, str(message)[:2000])
+            if label in workers:
+                sandbox.kill_group(workers.pop(label))
+            start_workers()
 
     try:
-        argv, options = sandbox.command(
-            [sandbox.python(), "-m", "mathref.grade.worker", str(to_worker_r), str(from_worker_w)],
-            session.student_lib, workdir, limits=session.limits, unsafe=session.unsafe,
-            group=group)
-        processes.append(subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(to_worker_r, from_worker_w), **options))
+        start_workers()
+        ends = [fd for e in exercises for fd in e.get("channel", ())] + [out_w]
         argv, options = sandbox.command(
             [sandbox.python(), "-m", "mathref.grade.verify", str(job_dir / "job.json"),
-             str(from_worker_r), str(to_worker_w), str(out_w)],
+             str(out_w)],
             session.lib, job_dir, readable=[job_dir], limits=sandbox.VERIFIER_LIMITS,
             unsafe=session.unsafe)
         processes.append(subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(from_worker_r, to_worker_w, out_w), **options))
-        for fd in (to_worker_r, from_worker_w, from_worker_r, to_worker_w, out_w):
+            pass_fds=ends, **options))
+        for fd in ends:
+            fds.remove(fd)
             os.close(fd)
-        to_worker_r = from_worker_w = from_worker_r = to_worker_w = out_w = None
         wall = (len(exercises) + 1) * session.exercise_timeout + 60
         _read_until(out_r, time.monotonic() + wall, 2 ** 22, on_line)
         return verdicts
     finally:
-        for fd in (to_worker_r, from_worker_w, from_worker_r, to_worker_w, out_w, out_r):
-            if fd is not None:
-                os.close(fd)
+        for fd in fds:
+            os.close(fd)
         for process in processes:
             sandbox.kill_group(process)
         shutil.rmtree(job_dir, ignore_errors=True)

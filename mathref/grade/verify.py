@@ -1,16 +1,16 @@
-"""The trusted side of a verification: ``python -m mathref.grade.verify JOB.json RFD WFD OUTFD``.
+"""The trusted side of a verification: ``python -m mathref.grade.verify JOB.json OUTFD``.
 
 Started by the grader (:func:`mathref.grade.execute._verify`) in a sandbox of its own, as an
-unprivileged user, next to the student's worker, which the grader starts in another sandbox;
-``RFD``/``WFD`` are the channel to that worker (:mod:`mathref.grade.rpc`), ``OUTFD`` is where
-the verdicts go, one JSON line per exercise. The checkers are imported here, from the grader's
-snapshot of mathref, before the worker is asked anything. For each exercise the worker runs
-the assignment's setup cell (once) and the student's solution cell, and sends back the
-arguments the assignment's check cell passes (handles to the student's functions); the
-checker runs *here* on them. Its verdict is what the checker did: it returned (``pass``),
-raised ExerciseCheckFailed (``fail`` or ``not attempted``), or the worker ran out of time or
-died (``timeout``, ``error``). After a timeout or a dead worker this process ends; the grader
-starts a fresh pair for the exercises left.
+unprivileged user; each exercise of the job names its channel (:mod:`mathref.grade.rpc`), a
+pair of pipes to a worker of its own, which the grader starts in another sandbox. ``OUTFD`` is
+where the verdicts go, one JSON line per exercise. The checkers are imported here, from the
+grader's snapshot of mathref, before any worker is asked anything. For each exercise its worker
+runs the assignment's setup cell and the student's solution cell, and sends back the arguments
+the assignment's check cell passes (handles to the student's functions); the checker runs
+*here* on them. Its verdict is what the checker did: it returned (``pass``), raised
+ExerciseCheckFailed (``fail`` or ``not attempted``), or the worker ran out of time or died
+(``timeout``, ``error``). A fresh worker per exercise: what one solution leaves in a library's
+dicts or lists never reaches the next (chapter 12's ninth read).
 
 Each run draws its inputs afresh: the job carries a secret seed (drawn by the grader for the
 grading run, never seen by the worker); every checker that takes a ``generator`` gets one
@@ -72,6 +72,13 @@ class Worker:
         self.endpoint.context_out = _context
         self.endpoint.context_in = _apply_context
 
+    def close(self):
+        for fd in (self.endpoint.rfd, self.endpoint.wfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def ask(self, message, deadline):
         """Send one setup/prepare message; return the decoded value or raise."""
         self.endpoint.deadline = deadline
@@ -108,13 +115,13 @@ def derived_seed(secret, purpose, number):
     return int.from_bytes(digest[:8], "little") % 2 ** 63
 
 
-def verify(job, worker, emit):
-    """Verify the job's exercises in order, ``emit(label, verdict, message)`` for each; stop
-    after a timeout or a dead worker (the grader goes on with a fresh one)."""
+def verify(job, emit, connect=lambda exercise: Worker(*exercise["channel"])):
+    """Verify the job's exercises in order, ``emit(label, verdict, message)`` for each, each
+    against its own worker (``connect(exercise)``)."""
     setup_error = None
-    started = False
-    for number, exercise in enumerate(job["exercises"]):
+    for exercise in job["exercises"]:
         label = exercise["label"]
+        number = int(exercise["number"])
         if exercise["solution"] is None:
             emit(label, "missing", exercise.get("why", "no solution cell for this exercise"))
             continue
@@ -127,10 +134,9 @@ def verify(job, worker, emit):
             continue
         deadline = time.monotonic() + job["exercise_timeout"]
         seed = derived_seed(job["seed"], "generator", number)
+        worker = connect(exercise)
         try:
-            if not started:
-                worker.ask({"kind": "setup", "source": job["setup"]}, deadline)
-                started = True
+            worker.ask({"kind": "setup", "source": job["setup"]}, deadline)
             args, kwargs = worker.ask({"kind": "prepare", "solution": exercise["solution"],
                                        "check": exercise["check"],
                                        "checker": exercise["checker"],
@@ -160,29 +166,28 @@ def verify(job, worker, emit):
                 emit(label, "error", _one_line(f"{err.where} raised {err.type_name}: {err.text}"))
         except rpc.ChannelTimeout:
             emit(label, "timeout", f"no answer within {job['exercise_timeout']} s")
-            return
         except rpc.ChannelClosed as err:
             emit(label, "error", _one_line(f"the solution's process ended or broke the "
                                            f"channel during the check: {err}"))
-            return
         except Exception as err:  # the checker itself choked on what it was given
             emit(label, "error", _one_line(f"the check could not run on this answer: "
                                            f"{type(err).__name__}: {err}"))
+        finally:
+            worker.close()
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     with open(argv[0], encoding="utf-8") as f:
         job = json.load(f)
-    worker = Worker(int(argv[1]), int(argv[2]))
-    out = os.fdopen(int(argv[3]), "w", encoding="utf-8")
+    out = os.fdopen(int(argv[1]), "w", encoding="utf-8")
     torch.set_num_threads(1)
 
     def emit(label, verdict, message):
         out.write(json.dumps([label, verdict, message]) + "\n")
         out.flush()
 
-    verify(job, worker, emit)
+    verify(job, emit)
     return 0
 
 
