@@ -9,7 +9,9 @@ from mathref import checks
 from mathref.checks import ExerciseCheckFailed
 from tests.exercises.ch04 import (sigmoid_by_richardson, sigmoid_by_richardson_wide,
                                   silu_by_richardson, vjp_by_richardson, sigmoid_in_float32,
-                                  vjp_in_float32, silu_in_float32, silu_changing_x_in_place)
+                                  vjp_in_float32, silu_in_float32, silu_changing_x_in_place,
+                                  bigram_assigns, bigram_no_mean, bigram_no_onehot,
+                                  bigram_grad_w_transposed, bigram_in_float32)
 
 
 def sigmoid_reference(x, y, grad_y):
@@ -304,3 +306,41 @@ def test_vmap_is_refused_as_a_torch_func_transform_not_as_autograd(check, answer
     with pytest.raises(ExerciseCheckFailed, match="torch.func's transforms, vmap included") as err:
         check(answer)
     assert "autograd" not in err.value.message
+
+
+# ---------------------------------------------------------------- ch04-embedding-cross-entropy-backward
+def bigram_reference(ids, targets, E, W):
+    X = E[ids]
+    Z_bar = (torch.softmax(X @ W, dim=1)
+             - torch.nn.functional.one_hot(targets, W.shape[1]).double()) / len(ids)
+    return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), X.T @ Z_bar
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2, 3])
+def test_bigram_backward_reference_passes_on_any_inputs(seed, capsys):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    checks.check_ch04_embedding_cross_entropy_backward(bigram_reference, generator=generator)
+    assert "✅ ch04-embedding-cross-entropy-backward: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("answer, message", [
+    (bigram_assigns, "rows of tokens that occur more than once"),
+    (bigram_no_mean, "mean over the B positions"),
+    (bigram_no_onehot, "minus the one-hot targets"),
+    (bigram_grad_w_transposed, "(the transpose)"),
+    (bigram_in_float32, "float32"),
+])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_bigram_backward_slips_name_their_cause(answer, message, seed):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch04_embedding_cross_entropy_backward(answer, generator=generator)
+    assert message in failure.value.message, failure.value.message
+
+
+def test_bigram_inputs_have_a_repeated_and_an_absent_token():
+    from mathref.checks.ch04 import _bigram_inputs
+    for seed in range(5):
+        ids, targets, E, W = _bigram_inputs(seed)
+        counts = torch.bincount(ids, minlength=E.shape[0])
+        assert (counts > 1).any() and (counts == 0).any()

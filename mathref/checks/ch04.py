@@ -15,6 +15,7 @@ from mathref.checks.core import exercise, expect, expect_callable, expect_close,
 from mathref.checks.core import CheckFailure, ForbiddenCall, LOOKED_UP, _refusing
 
 __all__ = ["check_ch04_sigmoid_backward", "check_ch04_topological_order",
+           "check_ch04_embedding_cross_entropy_backward",
            "check_ch04_linear_tanh_vjp", "check_ch04_silu_backward"]
 
 
@@ -425,3 +426,78 @@ def check_ch04_silu_backward(silu_backward):
            + (_low_precision_hint(precision, "the derived formula",
                                   err / xr.grad.abs().max().item()) if err < 1e-5 else ""))
     return "the product rule: σ(x) + x·σ(x)(1 − σ(x))"
+
+
+def _bigram_inputs(seed):
+    """Token ids with repeats (two of them forced) and one token of the vocabulary left out, so
+    that a summed row, a single row and a zero row are all checked."""
+    gen = rng(seed)
+    V, d, B = 7, 3, 12
+    ids = torch.randint(0, V - 1, (B,), generator=gen)            # token V − 1 never occurs
+    ids[B - 1], ids[B - 2] = ids[0], ids[1]                        # at least one repeated token
+    targets = torch.randint(0, V, (B,), generator=gen)
+    E = torch.randn(V, d, generator=gen, dtype=torch.float64)
+    W = torch.randn(d, V, generator=gen, dtype=torch.float64)
+    return ids, targets, E, W
+
+
+_BIGRAM_BECAUSE = ("bigram_backward must apply the chain rule itself: softmax minus one-hot for "
+                   "the loss, then the matrix product, then a sum over the positions of each token")
+
+
+@exercise("ch04-embedding-cross-entropy-backward",
+          forbid=("torch.ops.aten.embedding_dense_backward", "torch.ops.aten.embedding_backward",
+                  "torch.ops.aten.nll_loss_backward", "torch.ops.aten._log_softmax_backward_data",
+                  "torch.ops.aten._softmax_backward_data", "torch.nn.functional.cross_entropy",
+                  "torch.nn.functional.nll_loss") + _FINITE_DIFFERENCES + AUTOGRAD_FUNCTIONAL,
+          because=_BIGRAM_BECAUSE)
+def check_ch04_embedding_cross_entropy_backward(bigram_backward):
+    """bigram_backward(ids, targets, E, W) returns (∂L/∂E, ∂L/∂W) for the mean cross-entropy of
+    the logits E[ids] @ W, by hand: Z̄ = (softmax(Z) − onehot)/B, W̄ = XᵀZ̄, X̄ = Z̄Wᵀ and Ē the
+    sum of X̄'s rows per token (index_add_)."""
+    expect_callable(bigram_backward, "bigram_backward(ids, targets, E, W)")
+    precision = _Precision()
+    by_hand = _watched(without_autograd(bigram_backward), "ch04-embedding-cross-entropy-backward",
+                       _BIGRAM_BECAUSE, precision)
+    for seed in (0, 1):
+        ids, targets, E, W = _bigram_inputs(seed)
+        B, V = len(ids), E.shape[0]
+        got = by_hand(ids.clone(), targets.clone(), E.clone(), W.clone())
+        expect(isinstance(got, (tuple, list)) and len(got) == 2,
+               "return two tensors: (grad_E, grad_W)")
+        El, Wl = E.clone().requires_grad_(True), W.clone().requires_grad_(True)
+        torch.nn.functional.cross_entropy(El[ids] @ Wl, targets).backward()
+        _expect_float64(got[0], El.grad, f"grad_E (seed {seed})")
+        _expect_float64(got[1], Wl.grad, f"grad_W (seed {seed})")
+        gE, gW = (torch.as_tensor(g, dtype=torch.float64) for g in got)
+        for name, g, want in (("grad_E", gE, El.grad), ("grad_W", gW, Wl.grad)):
+            expect(tuple(g.shape) == tuple(want.shape), f"{name} must have the shape of its "
+                   f"input {tuple(want.shape)}, got {tuple(g.shape)}"
+                   + (" (the transpose)" if tuple(g.shape) == tuple(want.shape)[::-1] else ""))
+        X = E[ids]
+        P = torch.softmax(X @ W, dim=1)
+        onehot = torch.nn.functional.one_hot(targets, V).double()
+        no_onehot = "the loss's gradient at the logits is softmax(Z) minus the one-hot targets"
+        no_mean = ("the loss is the mean over the B positions: the gradient at the logits is "
+                   "(softmax(Z) − onehot(targets)) / B")
+        for name, g, want, slips in (
+                ("grad_W", gW, Wl.grad, ((X.T @ (P - onehot), no_mean), (X.T @ P / B, no_onehot))),
+                ("grad_E", gE, El.grad, ((El.grad * B, no_mean),))):
+            for slip, hint in slips:
+                expect(not _matches(g, slip), f"{name} differs from autograd (seed {seed}): {hint}")
+        counts = torch.bincount(ids, minlength=V)
+        bad = (gE - El.grad).abs().amax(dim=1) > 1e-9 * (1 + El.grad.abs().max().item())
+        expect(not (bad.any() and bool((counts[bad] > 1).all())),
+               f"grad_E is wrong exactly in the rows of tokens that occur more than once "
+               f"(seed {seed}): a row used at several positions gets the sum of their messages "
+               f"(index_add_ or +=, not an assignment grad_E[ids] = ..., which keeps one)")
+        expect(gE[counts == 0].abs().max().item() == 0 if (counts == 0).any() else True,
+               f"grad_E must be 0 in the rows of tokens that do not occur in ids (seed {seed})")
+        for name, g, want in (("grad_E", gE, El.grad), ("grad_W", gW, Wl.grad)):
+            err = (g - want).abs().max().item()
+            # tight: the chain rule in any arrangement is within rounding of autograd
+            expect(err < 1e-14 * (1 + want.abs().max().item()), f"{name} differs from "
+                   f"autograd by up to {err:.3g} (seed {seed})"
+                   + (_low_precision_hint(precision, "the chain rule",
+                                          err / want.abs().max().item()) if err < 1e-5 else ""))
+    return "Z̄ = (P − onehot)/B, W̄ = XᵀZ̄, Ē = index_add_(0, ids, Z̄Wᵀ)"

@@ -459,3 +459,103 @@ def silu_changing_x_in_place(x, grad_y):     # right values, but the saved input
 WRONG_ANSWERS["ch04-sigmoid-backward"].append(sigmoid_in_float32)
 WRONG_ANSWERS["ch04-linear-tanh-vjp"].append(vjp_in_float32)
 WRONG_ANSWERS["ch04-silu-backward"] += [silu_in_float32, silu_changing_x_in_place]
+
+
+# ---------------------------------------------------------------- ch04-embedding-cross-entropy-backward
+# (ids, targets, E, W) -> (grad_E, grad_W) for L = mean cross-entropy of E[ids] @ W
+def bigram_assigns(ids, targets, E, W):       # '=' keeps one message per repeated token
+    X = E[ids]
+    Z_bar = (torch.softmax(X @ W, dim=1) - torch.nn.functional.one_hot(targets, W.shape[1])) / len(ids)
+    grad_E = torch.zeros_like(E)
+    grad_E[ids] = Z_bar @ W.T
+    return grad_E, X.T @ Z_bar
+
+
+def bigram_no_mean(ids, targets, E, W):        # the sum's gradient, not the mean's
+    X = E[ids]
+    Z_bar = torch.softmax(X @ W, dim=1) - torch.nn.functional.one_hot(targets, W.shape[1])
+    return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), X.T @ Z_bar
+
+
+def bigram_no_onehot(ids, targets, E, W):      # softmax only: the targets never enter
+    X = E[ids]
+    Z_bar = torch.softmax(X @ W, dim=1) / len(ids)
+    return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), X.T @ Z_bar
+
+
+def bigram_grad_w_transposed(ids, targets, E, W):
+    X = E[ids]
+    Z_bar = (torch.softmax(X @ W, dim=1) - torch.nn.functional.one_hot(targets, W.shape[1])) / len(ids)
+    return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), Z_bar.T @ X
+
+
+def bigram_in_float32(ids, targets, E, W):     # the right formula, computed in float32 inside
+    X = E[ids].float()
+    Z_bar = (torch.softmax(X @ W.float(), dim=1)
+             - torch.nn.functional.one_hot(targets, W.shape[1])) / len(ids)
+    return (torch.zeros_like(E).index_add_(0, ids, (Z_bar @ W.T.float()).double()),
+            (X.T @ Z_bar).double())
+
+
+WRONG_ANSWERS["ch04-embedding-cross-entropy-backward"] = [
+    bigram_assigns, bigram_no_mean, bigram_no_onehot, bigram_grad_w_transposed, bigram_in_float32]
+SHORTCUTS["ch04-embedding-cross-entropy-backward"] = [
+    # autograd through F.cross_entropy
+    "import torch\n"
+    "import torch.nn.functional as F\n\n"
+    "def bigram_backward(ids, targets, E, W):\n"
+    "    with torch.enable_grad():\n"
+    "        E, W = E.detach().clone().requires_grad_(True), W.detach().clone().requires_grad_(True)\n"
+    "        F.cross_entropy(E[ids] @ W, targets).backward()\n"
+    "    return E.grad, W.grad\n",
+    # PyTorch's backward kernels, which autograd would run
+    "import torch\n\n"
+    "def bigram_backward(ids, targets, E, W):\n"
+    "    X = E[ids]\n"
+    "    Z = X @ W\n"
+    "    P = torch.log_softmax(Z, dim=1)\n"
+    "    g = torch.ops.aten.nll_loss_backward(torch.tensor(1.0, dtype=E.dtype), P, targets, None, 1, -100,\n"
+    "                                         torch.tensor(float(len(ids)), dtype=E.dtype))\n"
+    "    Z_bar = torch.ops.aten._log_softmax_backward_data(g, P, 1, E.dtype)\n"
+    "    X_bar = Z_bar @ W.T\n"
+    "    return torch.ops.aten.embedding_dense_backward(X_bar, ids, E.shape[0], -1, False), X.T @ Z_bar\n",
+]
+RIGHT_ANSWERS["ch04-embedding-cross-entropy-backward"] = [
+    # log_softmax(...).exp(), and the sum per token as a product with the one-hot matrix
+    "import torch\n"
+    "import torch.nn.functional as F\n\n"
+    "def bigram_backward(ids, targets, E, W):\n"
+    "    X = E[ids]\n"
+    "    Z_bar = (torch.log_softmax(X @ W, dim=1).exp() - F.one_hot(targets, W.shape[1])) / len(ids)\n"
+    "    return F.one_hot(ids, E.shape[0]).double().T @ (Z_bar @ W.T), X.T @ Z_bar\n",
+    # softmax by hand, and a Python loop that adds row by row
+    "import torch\n\n"
+    "def bigram_backward(ids, targets, E, W):\n"
+    "    X = E[ids]\n"
+    "    Z = X @ W\n"
+    "    P = torch.exp(Z - Z.amax(dim=1, keepdim=True))\n"
+    "    P = P / P.sum(dim=1, keepdim=True)\n"
+    "    P[torch.arange(len(ids)), targets] -= 1\n"
+    "    Z_bar = P / len(ids)\n"
+    "    X_bar = Z_bar @ W.T\n"
+    "    grad_E = torch.zeros_like(E)\n"
+    "    for n in range(len(ids)):\n"
+    "        grad_E[ids[n]] += X_bar[n]\n"
+    "    return grad_E, X.T @ Z_bar\n",
+]
+
+
+# the right gradients asked from autograd, which the statement forbids: each must fail
+def bigram_by_backward(ids, targets, E, W):
+    E, W = E.detach().clone().requires_grad_(True), W.detach().clone().requires_grad_(True)
+    torch.nn.functional.cross_entropy(E[ids] @ W, targets).backward()
+    return E.grad, W.grad
+
+
+def bigram_by_torch_func(ids, targets, E, W):
+    return torch.func.grad(lambda E_, W_: torch.nn.functional.cross_entropy(E_[ids] @ W_, targets),
+                           argnums=(0, 1))(E, W)
+
+
+AUTOGRAD_CHEATS["ch04-embedding-cross-entropy-backward"] = [bigram_by_backward,
+                                                            bigram_by_torch_func]
