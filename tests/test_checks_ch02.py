@@ -107,3 +107,28 @@ def test_numerical_routes_exact_on_a_quadratic_pass_as_the_statements_say(check,
     # routes are not refused (on a quadratic they are exact); if a check starts refusing
     # them, the statements must change with it
     check(answer)
+
+
+from tests.exercises.ch02 import FLOAT64_BY_PROMOTION_NOT_CAUGHT, FLOAT64_IN_FLOAT32_CALL  # noqa: E402
+
+
+@pytest.mark.parametrize("answer", FLOAT64_IN_FLOAT32_CALL, ids=lambda f: f.__name__)
+def test_float64_routes_in_the_float32_call_fail_there(answer):
+    # the sixth read's M2: each passed before (lstsq in float64, another route in float32)
+    with pytest.raises(ExerciseCheckFailed, match="design matrix in X's dtype") as err:
+        checks.check_ch02_least_squares(answer)
+    assert "your solution called" in err.value.message
+
+
+def test_a_float64_copy_by_type_promotion_solved_by_hand_is_not_caught():
+    # disclosed in the statement: no refused call runs, and the digits are float64's. If this
+    # starts failing, the route is closed: update the statement's sentence that says it is not
+    checks.check_ch02_least_squares(FLOAT64_BY_PROMOTION_NOT_CAUGHT)
+
+
+def test_the_augmented_system_is_told_about_its_own_conditioning():
+    # round 4's L6: the hint named X̃ᵀX̃ and Gram–Schmidt, neither of which this answer uses
+    from tests.exercises.ch02 import least_squares_augmented_system
+    with pytest.raises(ExerciseCheckFailed, match="ill-conditioned float64 problem") as err:
+        checks.check_ch02_least_squares(least_squares_augmented_system)
+    assert "augmented system" in err.value.message

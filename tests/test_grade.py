@@ -477,6 +477,49 @@ def test_a_rule_conditional_on_the_arguments_is_applied_in_the_worker(tmp_path):
     assert all(row[label] == "pass" for label in others), run.stdout
 
 
+def test_float64_routes_in_the_float32_call_fail_in_the_worker(tmp_path):
+    """Chapter 2's sixth read (M2): inside ch02-least-squares' float32 call, the normal
+    equations on a float64 copy solved by LU, and torch.ops.aten.linalg_lstsq on a promoted
+    float64 copy, passed under the grader. The float32 call's rules (a conversion refused, the
+    factorizations under their aten names too) are applied in the worker: both fail there."""
+    from tests.notebooks import solution_cell
+    source = read(ROOT / "notebooks" / "02_linear_regression.ipynb")
+    branch = ("import torch\n\n"
+              "def solve_least_squares(X, y):\n"
+              "    A = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)\n"
+              "    if X.dtype == torch.float32:\n"
+              "{route}"
+              "        return theta[:-1].float(), theta[-1].float()\n"
+              "    theta = torch.linalg.lstsq(A, y[:, None]).solution[:, 0]\n"
+              "    return theta[:-1], theta[-1]\n")
+    routes = {
+        "lu64": "        A, y = A.double(), y.double()\n"
+                "        LU, piv = torch.linalg.lu_factor(A.T @ A)\n"
+                "        theta = torch.linalg.lu_solve(LU, piv, (A.T @ y)[:, None])[:, 0]\n",
+        "aten64": "        one = torch.ones(1, dtype=torch.float64)\n"
+                  "        theta = torch.ops.aten.linalg_lstsq(A * one, (y * one)[:, None])[0][:, 0]\n"}
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for name, route in routes.items():
+        attack = nbformat.from_dict(source)
+        solution_cell(attack, "ch02-least-squares").source = branch.format(route=route)
+        nbformat.write(attack, folder / f"{name}.ipynb")
+    nbformat.write(make_student_notebook(source), tmp_path / "assignment.ipynb")
+    out = tmp_path / "grades.csv"
+    run = grade_cli(folder, "--assignment", tmp_path / "assignment.ipynb", "--no-execute",
+                    "--exercise-timeout", "120", "--out", out, cwd=tmp_path, timeout=900,
+                    env=dict(os.environ))
+    assert run.returncode == 0, run.stderr
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2, run.stdout
+    others = [label for label in exercise_labels(source) if label != "ch02-least-squares"]
+    for row in rows:
+        assert row["ch02-least-squares"] == "fail", run.stdout
+        assert all(row[label] == "pass" for label in others), run.stdout
+    assert "design matrix in X's dtype" in run.stdout, run.stdout
+
+
 # what H1 and H2 do once they hold exec: switch the worker's rules off, then answer with
 # torch.optim.Adam itself
 _UNRULED_TORCH_ADAM = (

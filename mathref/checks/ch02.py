@@ -138,12 +138,57 @@ _NORMAL_EQUATIONS = ("torch.linalg.solve", "torch.linalg.solve_ex", "torch.linal
 # equations, and handed a float64 copy of X̃ they hide float32's loss of digits.
 _FACTORIZATIONS = {"torch.linalg.lstsq", "torch.linalg.pinv", "torch.pinverse",
                    "torch.Tensor.pinverse", "torch.linalg.svd", "torch.svd", "torch.Tensor.svd",
-                   "torch.linalg.qr", "torch.qr", "torch.Tensor.qr"}
+                   "torch.linalg.qr", "torch.qr", "torch.Tensor.qr", "torch.linalg.svdvals",
+                   # QR in LAPACK's form: geqrf's output has X̃'s rows, and so has the
+                   # Householder matrix the other two are handed first
+                   "torch.geqrf", "torch.Tensor.geqrf", "torch.linalg.householder_product",
+                   "torch.orgqr", "torch.Tensor.orgqr", "torch.ormqr", "torch.Tensor.ormqr"}
+
+
+def _aten_names(*ops):
+    """torch.ops.aten's names of ``ops``: the packet and each overload, which a solution can call
+    directly (a TorchFunctionMode sees them under those objects, not the torch.linalg ones)."""
+    names = []
+    for op in ops:
+        packet = getattr(torch.ops.aten, op)
+        names += [f"torch.ops.aten.{op}"] + [f"torch.ops.aten.{op}.{overload}"
+                                             for overload in packet.overloads()]
+    return names
+
+
+_FACTORIZATIONS |= set(_aten_names("linalg_lstsq", "linalg_pinv", "pinverse", "_linalg_svd",
+                                   "linalg_svd", "svd", "linalg_svdvals", "linalg_qr", "qr",
+                                   "geqrf", "linalg_householder_product", "orgqr", "ormqr"))
+
+# what the statement lets solve the normal equations (so that the ill-conditioned float64 case
+# fails them on accuracy): in the float32 call, allowed on float32 matrices only, since on a
+# float64 copy of X̃ᵀX̃ they would pass that case with float64's digits
+_NORMAL_EQUATION_SOLVERS = {
+    "torch.linalg.lu_factor", "torch.linalg.lu_factor_ex", "torch.linalg.lu_solve",
+    "torch.linalg.lu", "torch.lu_unpack", "torch.linalg.eigh", "torch.linalg.eigvalsh",
+    "torch.linalg.det", "torch.det", "torch.Tensor.det", "torch.linalg.solve_triangular",
+    "torch.triangular_solve", "torch.Tensor.triangular_solve", "torch.linalg.matrix_power",
+    "torch.matrix_power", "torch.Tensor.matrix_power"} | set(_aten_names(
+        "linalg_lu_factor", "linalg_lu_factor_ex", "linalg_lu_solve", "linalg_lu", "lu_unpack",
+        "linalg_eigh", "_linalg_eigh", "linalg_eigvalsh", "linalg_det", "_linalg_det", "det",
+        "linalg_solve_triangular", "triangular_solve", "linalg_matrix_power"))
 
 
 # a float32 tensor turned into a NumPy array leaves PyTorch's sight (and float32, once NumPy
 # upcasts it): refused outright in the float32 call, which the statement says
 _TO_NUMPY = ("torch.Tensor.numpy", "torch.Tensor.__array__")
+
+# the float32 call's other ways out of float32: a conversion of a tensor to another dtype
+# (.double(), .to, .type: each runs aten._to_copy) and to Python numbers (.tolist(), .item(),
+# float()), where plain Python would solve the normal equations in double precision (a tensor's
+# truth value, as in `assert s[-1] > 0`, reads one scalar too and stays allowed). Not
+# closed: a float64 copy made by arithmetic with a float64 tensor (type promotion) or by
+# copying into a float64 buffer, then solved by elementary operations (the statement says so)
+_OUT_OF_FLOAT32 = ("torch.Tensor.double", "torch.Tensor.tolist", "torch.Tensor.item",
+                   "torch.Tensor.__float__", "torch.ops.aten._to_copy",
+                   "torch.ops.aten._to_copy.default")
+_FLOAT32_ONLY = tuple(f"{name}|dtype=float32" for name in sorted(_NORMAL_EQUATION_SOLVERS)) \
+    + _TO_NUMPY + _OUT_OF_FLOAT32
 
 
 def _on_design_matrix(solve_least_squares, X, y, also=()):
@@ -158,7 +203,7 @@ def _on_design_matrix(solve_least_squares, X, y, also=()):
     return forbidding(solve_least_squares, names, "ch02-least-squares",
                       "call lstsq on the (N, d+1) design matrix in X's dtype; solving X̃ᵀX̃ (in "
                       "any dtype) is the normal equations, and converting X̃ to another dtype "
-                      "would only hide what forming X̃ᵀX̃ does")(X, y)
+                      "(or to Python numbers) would only hide what forming X̃ᵀX̃ does")(X, y)
 
 
 @exercise("ch02-least-squares",
@@ -200,11 +245,13 @@ def check_ch02_least_squares(solve_least_squares):
     X = torch.stack([t, t + 1e-7 * torch.randn(100, generator=gen64, dtype=torch.float64)], 1)
     y = X @ torch.tensor([1.0, 2.0], dtype=torch.float64) + 0.5
     w, b = _on_design_matrix(solve_least_squares, X, y)
-    hint = (" (cond(X̃) ≈ 2·10⁷: if you formed X̃ᵀX̃, that squares it to the order of 10¹⁴, and "
-            "float64's 16 digits no longer hold the answer when a routine solves those equations "
-            "directly; if you orthogonalized X̃ by Gram–Schmidt, its columns lose orthogonality "
-            "at this conditioning unless you orthogonalize twice. torch.linalg.lstsq on X̃ "
-            "itself is accurate to ~10⁻⁹)")
+    hint = (" (cond(X̃) ≈ 2·10⁷: a direct solve of a square system built from X̃ loses digits "
+            "with that system's condition number. If you formed X̃ᵀX̃, that squares cond(X̃) to "
+            "the order of 10¹⁴, and float64's 16 digits no longer hold the answer; the augmented "
+            "system [[αI, X̃], [X̃ᵀ, 0]] is as badly conditioned when α is far above σ_min(X̃) "
+            "(α = 1, say: its smallest eigenvalue is about σ_min²/α); if you orthogonalized X̃ "
+            "by Gram–Schmidt, its columns lose orthogonality at this conditioning unless you "
+            "orthogonalize twice. torch.linalg.lstsq on X̃ itself is accurate to ~10⁻⁹)")
     _close(as_tensor(w, "w", tensor_only=True), torch.tensor([1.0, 2.0], dtype=torch.float64),
            "w on an ill-conditioned float64 problem" + hint, rtol=0, atol=1e-6)
     _close(as_tensor(b, "b", tensor_only=True), torch.tensor(0.5, dtype=torch.float64),
@@ -214,7 +261,7 @@ def check_ch02_least_squares(solve_least_squares):
     t = torch.randn(100, generator=gen, dtype=torch.float64)
     X = torch.stack([t, t + 1e-3 * torch.randn(100, generator=gen, dtype=torch.float64)], 1)
     y = X @ torch.tensor([1.0, 2.0], dtype=torch.float64) + 0.5
-    w, b = _on_design_matrix(solve_least_squares, X.float(), y.float(), also=_TO_NUMPY)
+    w, b = _on_design_matrix(solve_least_squares, X.float(), y.float(), also=_FLOAT32_ONLY)
     for name, v in (("w", w), ("b", b)):
         as_tensor(v, f"{name} on an ill-conditioned float32 problem", tensor_only=True)
         expect(v.dtype == torch.float32,

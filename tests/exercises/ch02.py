@@ -529,3 +529,146 @@ RIGHT_ANSWERS["ch02-least-squares"] += [
     "    theta = torch.linalg.solve_triangular(R, (Q.T @ y)[:, None], upper=True)[:, 0]\n"
     "    return theta[:-1], theta[-1]\n",
 ]
+
+
+# The sixth read's M2: answers right in float64 that leave float32 in the float32 call, each
+# found accepted there (the float64 calls get lstsq, so only that call can catch them).
+def _branch(float32_route):
+    def solve_least_squares(X, y):
+        if X.dtype == torch.float32:
+            return float32_route(X, y)
+        A = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)
+        theta = torch.linalg.lstsq(A, y[:, None]).solution[:, 0]
+        return theta[:-1], theta[-1]
+    solve_least_squares.__name__ = float32_route.__name__
+    return solve_least_squares
+
+
+def _design64(X, y):                    # a float64 copy by .to (aten._to_copy)
+    A = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)
+    return A.to(torch.float64), y.to(torch.float64)
+
+
+def _normal_equations_lu_float64_in_float32_call(X, y):
+    A, y64 = _design64(X, y)
+    LU, pivots = torch.linalg.lu_factor(A.T @ A)
+    theta = torch.linalg.lu_solve(LU, pivots, (A.T @ y64)[:, None])[:, 0].float()
+    return theta[:-1], theta[-1]
+
+
+def _normal_equations_double_in_float32_call(X, y):     # the same by .double()
+    A = torch.cat([X, torch.ones_like(X[:, :1])], dim=1).double()
+    theta = torch.linalg.lstsq(A.T @ A, (A.T @ y.double())[:, None]).solution[:, 0].float()
+    return theta[:-1], theta[-1]
+
+
+def _promoted(X, y):                    # a float64 copy by type promotion (not refused)
+    one = torch.ones(1, dtype=torch.float64)            # 1-D: a 0-dim tensor would not promote
+    return torch.cat([X, torch.ones_like(X[:, :1])], dim=1) * one, y * one
+
+
+def _geqrf_ormqr_float64_in_float32_call(X, y):
+    A, y64 = _promoted(X, y)
+    a, tau = torch.geqrf(A)
+    z = torch.ormqr(a, tau, y64[:, None], transpose=True)[:A.shape[1], 0]
+    theta = torch.linalg.solve_triangular(a[:A.shape[1]].triu(), z[:, None], upper=True)[:, 0]
+    theta = theta.float()
+    return theta[:-1], theta[-1]
+
+
+def _geqrf_householder_float64_in_float32_call(X, y):
+    A, y64 = _promoted(X, y)
+    a, tau = torch.geqrf(A)
+    Q = torch.linalg.householder_product(a, tau)
+    theta = torch.linalg.solve_triangular(a[:A.shape[1]].triu(), (Q.T @ y64)[:, None],
+                                          upper=True)[:, 0].float()
+    return theta[:-1], theta[-1]
+
+
+def _aten_lstsq_float64_in_float32_call(X, y):
+    A, y64 = _promoted(X, y)
+    theta = torch.ops.aten.linalg_lstsq(A, y64[:, None])[0][:, 0].float()
+    return theta[:-1], theta[-1]
+
+
+def _aten_lstsq_default_float64_in_float32_call(X, y):
+    A, y64 = _promoted(X, y)
+    theta = torch.ops.aten.linalg_lstsq.default(A, y64[:, None])[0][:, 0].float()
+    return theta[:-1], theta[-1]
+
+
+def _normal_equations_lu_promoted_in_float32_call(X, y):
+    A, y64 = _promoted(X, y)
+    LU, pivots = torch.linalg.lu_factor(A.T @ A)
+    theta = torch.linalg.lu_solve(LU, pivots, (A.T @ y64)[:, None])[:, 0].float()
+    return theta[:-1], theta[-1]
+
+
+def _gauss(G, r):                       # Gaussian elimination with partial pivoting, in place
+    n = len(r)
+    for k in range(n):
+        p = max(range(k, n), key=lambda i: abs(G[i][k]))
+        G[k], G[p], r[k], r[p] = G[p], G[k], r[p], r[k]
+        for i in range(k + 1, n):
+            f = G[i][k] / G[k][k]
+            G[i] = [a - f * b for a, b in zip(G[i], G[k])]
+            r[i] -= f * r[k]
+    x = [0.0] * n
+    for i in reversed(range(n)):
+        x[i] = (r[i] - sum(G[i][j] * x[j] for j in range(i + 1, n))) / G[i][i]
+    return x
+
+
+def _normal_equations_python_floats_in_float32_call(X, y):
+    rows = [row + [1.0] for row in X.tolist()]
+    ys = y.tolist()
+    n = len(rows[0])
+    G = [[sum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
+    g = [sum(r[i] * t for r, t in zip(rows, ys)) for i in range(n)]
+    theta = torch.tensor(_gauss(G, g), dtype=X.dtype)
+    return theta[:-1], theta[-1]
+
+
+FLOAT64_IN_FLOAT32_CALL = [_branch(f) for f in (
+    _normal_equations_lu_float64_in_float32_call, _normal_equations_double_in_float32_call,
+    _geqrf_ormqr_float64_in_float32_call, _geqrf_householder_float64_in_float32_call,
+    _aten_lstsq_float64_in_float32_call, _aten_lstsq_default_float64_in_float32_call,
+    _normal_equations_lu_promoted_in_float32_call, _normal_equations_python_floats_in_float32_call)]
+WRONG_ANSWERS["ch02-least-squares"] += FLOAT64_IN_FLOAT32_CALL
+
+
+# Disclosed, not closed (the statement says so): a float64 copy by type promotion, the normal
+# equations then solved by elementary operations only. Nothing in it is a refused call.
+def _normal_equations_by_hand_promoted(X, y):
+    A, y64 = _promoted(X, y)
+    G = A.T @ A
+    r = A.T @ y64
+    n = G.shape[0]
+    G, r = G.clone(), r.clone()
+    for k in range(n):                  # elimination without pivoting (G is positive definite)
+        for i in range(k + 1, n):
+            f = G[i, k] / G[k, k]
+            G[i] = G[i] - f * G[k]
+            r[i] = r[i] - f * r[k]
+    theta = torch.zeros(n, dtype=G.dtype)
+    for i in reversed(range(n)):
+        theta[i] = (r[i] - G[i, i + 1:] @ theta[i + 1:]) / G[i, i]
+    theta = torch.zeros(n, dtype=torch.float32).copy_(theta)   # back to float32 without a cast
+    return theta[:-1], theta[-1]
+
+
+FLOAT64_BY_PROMOTION_NOT_CAUGHT = _branch(_normal_equations_by_hand_promoted)
+
+
+def least_squares_augmented_system(X, y):   # [[I, X̃], [X̃ᵀ, 0]] [r; θ] = [y; 0], α = 1, by LU
+    A = torch.cat([X, torch.ones_like(X[:, :1])], dim=1)
+    N, n = A.shape
+    K = torch.cat([torch.cat([torch.eye(N, dtype=A.dtype), A], 1),
+                   torch.cat([A.T, torch.zeros(n, n, dtype=A.dtype)], 1)])
+    LU, pivots = torch.linalg.lu_factor(K)
+    sol = torch.linalg.lu_solve(LU, pivots, torch.cat([y, torch.zeros(n, dtype=A.dtype)])[:, None])
+    theta = sol[N:, 0]
+    return theta[:-1], theta[-1]
+
+
+WRONG_ANSWERS["ch02-least-squares"].append(least_squares_augmented_system)
