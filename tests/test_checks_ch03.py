@@ -268,3 +268,27 @@ def test_a_dropped_last_layer_fails_without_a_wrong_cause(seed):
     message = str(failure.value)
     assert "got 27" in message
     assert not any(cause in message for _, cause in SLIPS)
+
+
+# The ninth read (2026-11-30, M1): a complex step in Python's own complex numbers passes all three
+# "without autograd" checks (nothing that runs sees it), as the three statements now disclose;
+# float32 arithmetic in the sigmoid exercise is named as such (L1)
+@pytest.mark.parametrize("label, answer", [(label, f) for label, fs in ex.DISCLOSED.items() for f in fs],
+                         ids=[f.__name__ for fs in ex.DISCLOSED.values() for f in fs])
+@pytest.mark.parametrize("seed", [None, 1])
+def test_a_python_complex_step_passes_as_the_statements_disclose(label, answer, seed, capsys):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    checks.CHECKS[label](answer, generator=generator)
+    assert "passed" in capsys.readouterr().out
+
+
+def test_the_complex_step_in_torch_complex_tensors_stays_refused():
+    with pytest.raises(ExerciseCheckFailed):
+        checks.check_ch03_output_delta(ex.delta_by_complex_step)
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_sigmoid_derivative_in_float32_is_named(seed):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed, match="float32"):
+        checks.check_ch03_sigmoid_derivative(ex.sigmoid_derivative_in_float32, generator=generator)

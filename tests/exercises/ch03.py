@@ -1,4 +1,6 @@
 """Typical wrong answers to chapter 3's exercises: each must fail its checker."""
+import math
+
 import torch
 
 
@@ -554,3 +556,84 @@ RIGHT_ANSWERS["ch03-sigmoid-derivative"].append(
     "from mathref import nn as mnn\n\n"
     "def sigmoid_derivative(z):\n"
     "    return mnn.tanh_grad(z / 2) / 4\n")
+
+
+# The ninth read (2026-11-30): float32 arithmetic cast back to float64 is named as such
+def sigmoid_derivative_in_float32(z):
+    s = torch.sigmoid(z.float())           # σ in float32: 1 − σ keeps few digits for large z
+    return (s * (1 - s)).to(z.dtype)
+
+
+WRONG_ANSWERS["ch03-sigmoid-derivative"].append(sigmoid_derivative_in_float32)
+
+
+# The ninth read (2026-11-30, M1): a complex step taken in Python's own complex numbers, not in
+# torch's, is a numerical derivative exact to the last digit. What runs cannot refuse it (the
+# refusal of complex steps sees torch tensors only; Python's complex arithmetic never reaches
+# torch), so the three statements say it is not refused and is not a derivation. These forms
+# pass, as the statements disclose (tests/test_checks_ch03.py keeps that true); the same step
+# in torch's complex tensors (delta_by_complex_step above) stays refused.
+_H = 1e-30
+
+
+def _sigmoid_c(c):                          # σ of a Python complex, overflow-free on either side
+    return 1 / (1 + math.e ** -c) if c.real >= 0 else math.e ** c / (1 + math.e ** c)
+
+
+def sigmoid_derivative_by_python_complex_step(z):
+    return torch.tensor([_sigmoid_c(complex(v, _H)).imag / _H for v in z.reshape(-1).tolist()],
+                        dtype=z.dtype).reshape(z.shape)
+
+
+def delta_by_python_complex_step(Y_hat, Y):
+    N = Y_hat.shape[0]
+    return torch.tensor([[((complex(a, _H) - b) ** 2).imag / _H / N for a, b in zip(ra, rb)]
+                         for ra, rb in zip(Y_hat.tolist(), Y.tolist())], dtype=Y_hat.dtype)
+
+
+def backward_by_python_complex_step(X, Y, W1, b1, W2, b2):
+    # the loss in Python complex arithmetic; each entry of Z1, W1, b1, W2, b2 stepped by ih
+    Xl, Yl = X.tolist(), Y.tolist()
+
+    def tanh_c(c):                          # (1 − e^{−2c})/(1 + e^{−2c}), odd for Re c < 0
+        if c.real < 0:
+            return -tanh_c(-c)
+        e = math.e ** (-2 * c)
+        return (1 - e) / (1 + e)
+
+    def loss_from_Z1(Z1, W2l, b2l):
+        total = 0
+        for z_row, y_row in zip(Z1, Yl):
+            a = [tanh_c(z) for z in z_row]
+            for k, y in enumerate(y_row):
+                total += (sum(a_j * w[k] for a_j, w in zip(a, W2l)) + b2l[k] - y) ** 2
+        return total / len(Xl)
+
+    def Z1_of(W1l, b1l):
+        return [[sum(x * w[j] for x, w in zip(row, W1l)) + b1l[j] for j in range(len(b1l))]
+                for row in Xl]
+
+    def complex_step(entries, f):           # entries: a list of lists or a list, stepped in place
+        rows = entries if isinstance(entries[0], list) else [entries]
+        grad = []
+        for row in rows:
+            g = []
+            for j in range(len(row)):
+                row[j] += 1j * _H
+                g.append(f().imag / _H)
+                row[j] -= 1j * _H
+            grad.append(g)
+        return grad if isinstance(entries[0], list) else grad[0]
+
+    W1l, W2l = [[complex(v) for v in r] for r in W1.tolist()], [[complex(v) for v in r] for r in W2.tolist()]
+    b1l, b2l = [complex(v) for v in b1.tolist()], [complex(v) for v in b2.tolist()]
+    f = lambda: loss_from_Z1(Z1_of(W1l, b1l), W2l, b2l)
+    Z1 = Z1_of(W1l, b1l)
+    grads = (complex_step(Z1, lambda: loss_from_Z1(Z1, W2l, b2l)), complex_step(W1l, f),
+             complex_step(b1l, f), complex_step(W2l, f), complex_step(b2l, f))
+    return tuple(torch.tensor(g, dtype=X.dtype) for g in grads)
+
+
+DISCLOSED = {"ch03-sigmoid-derivative": [sigmoid_derivative_by_python_complex_step],
+             "ch03-output-delta": [delta_by_python_complex_step],
+             "ch03-two-layer-backward": [backward_by_python_complex_step]}
