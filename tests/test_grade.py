@@ -812,39 +812,72 @@ def test_ch15_numpy_in_the_online_softmax_exercises_is_refused_by_the_grader(tmp
         assert all(rows[name][label] == "pass" for label in others), (name, run.stdout)
 
 
-def test_ch09_distance_kernels_by_their_aten_names_are_refused_by_the_grader(tmp_path):
-    """Chapter 9's ninth read, M1: under the grader only an exercise's refused names travel to
-    the worker (the notebook's operator allowlist does not), and torch.ops.aten.cdist,
-    torch.pdist, aten.pairwise_distance and aten.linalg_vector_norm of the broadcast difference
-    scored pass in ch09-unit-distance. Each now fails; the reference passes."""
+def test_ch09_library_kernels_by_other_names_are_refused_by_the_grader(tmp_path):
+    """Chapter 9's ninth and tenth reads: under the grader only an exercise's refused names travel
+    to the worker (the notebook's operator allowlist does not). torch.ops.aten.cdist,
+    torch.pdist, aten.pairwise_distance, aten.linalg_vector_norm of the broadcast difference,
+    torch.nuclear_norm and torch.linalg.svdvals of its [d, 1] slices scored pass in
+    ch09-unit-distance; mathref's FlashAttention (function and autograd Function) and the
+    quantizable MultiheadAttention with identity projections in ch09-soft-lookup. Each now
+    fails; the reference passes."""
     from tests.notebooks import solution_cell
     source = read(ROOT / "notebooks" / "09_similarity.ipynb")
-    label = "ch09-unit-distance"
+    distance, lookup = "ch09-unit-distance", "ch09-soft-lookup"
     header = "import torch\n\ndef unit_distances(U, V):\n"
+    lookup_header = ("import math\nimport torch\n\ndef soft_lookup(query, keys, values, "
+                     "temperature):\n    one = query.dim() == 1\n"
+                     "    Q = query[None] if one else query\n")
     bodies = {
-        "cdist": "    return torch.ops.aten.cdist(U, V, 2.0, 2)\n",
-        "pdist": ("    n, m = U.shape[0], V.shape[0]\n"
+        "cdist": (distance, header + "    return torch.ops.aten.cdist(U, V, 2.0, 2)\n"),
+        "pdist": (distance, header + "    n, m = U.shape[0], V.shape[0]\n"
                   "    d = torch.pdist(torch.cat([U, V]))\n"
                   "    rows, cols = torch.triu_indices(n + m, n + m, 1)\n"
                   "    full = torch.zeros(n + m, n + m, dtype=U.dtype)\n"
                   "    full[rows, cols] = d\n"
                   "    full = full + full.T\n"
                   "    return full[:n, n:]\n"),
-        "pairwise": ("    return torch.ops.aten.pairwise_distance(U[:, None], V[None], 2.0, 0.0, "
-                     "False)\n"),
-        "vector_norm": "    return torch.ops.aten.linalg_vector_norm(U[:, None] - V[None], 2, [-1])\n",
+        "pairwise": (distance, header + "    return torch.ops.aten.pairwise_distance("
+                     "U[:, None], V[None], 2.0, 0.0, False)\n"),
+        "vector_norm": (distance, header + "    return torch.ops.aten.linalg_vector_norm("
+                        "U[:, None] - V[None], 2, [-1])\n"),
+        "nuclear": (distance, header + "    return torch.nuclear_norm((U[:, None] - V[None])"
+                    "[..., None], dim=(-2, -1))\n"),
+        "svdvals": (distance, header + "    return torch.linalg.svdvals((U[:, None] - V[None])"
+                    "[..., None])[..., 0]\n"),
+        "flash": (lookup, lookup_header + "    from mathref.efficient import flash_attention\n"
+                  "    out = flash_attention(Q, keys, values, scale=1.0 / temperature)\n"
+                  "    return out[0] if one else out\n"),
+        "flash_function": (lookup, lookup_header +
+                           "    from mathref.efficient import FlashAttentionFunction\n"
+                           "    Q = Q * math.sqrt(keys.shape[-1]) / temperature\n"
+                           "    out = FlashAttentionFunction.apply(Q, keys, values)\n"
+                           "    return out[0] if one else out\n"),
+        "quantizable": (lookup, lookup_header +
+                        "    from torch.ao.nn.quantizable import MultiheadAttention\n"
+                        "    d, dv = keys.shape[-1], values.shape[-1]\n"
+                        "    E = max(d, dv)\n"
+                        "    pad = lambda x: torch.cat([x, x.new_zeros(*x.shape[:-1], "
+                        "E - x.shape[-1])], -1)\n"
+                        "    m = MultiheadAttention(E, 1, bias=False).double()\n"
+                        "    with torch.no_grad():\n"
+                        "        for lin in (m.linear_Q, m.linear_K, m.linear_V, m.out_proj):\n"
+                        "            lin.weight.copy_(torch.eye(E, dtype=torch.float64))\n"
+                        "    out, _ = m(pad(Q)[:, None] * math.sqrt(E) / temperature, "
+                        "pad(keys)[:, None], pad(values)[:, None], need_weights=False)\n"
+                        "    out = out[:, 0, :dv]\n"
+                        "    return out[0] if one else out\n"),
     }
     folder = tmp_path / "subs"
     folder.mkdir()
     nbformat.write(source, folder / "reference.ipynb")
-    for name, body in bodies.items():
+    for name, (label, body) in bodies.items():
         nb = nbformat.from_dict(source)
-        solution_cell(nb, label).source = header + body
+        solution_cell(nb, label).source = body
         nbformat.write(nb, folder / f"{name}.ipynb")
     run, rows = _grade_folder_cli(folder, source, tmp_path)
     labels = exercise_labels(source)
     assert rows["reference"]["score"] == str(len(labels)), run.stdout
-    for name in bodies:
+    for name, (label, _) in bodies.items():
         assert rows[name][label] == "fail", (name, run.stdout)
         assert all(rows[name][other] == "pass" for other in labels if other != label), \
             (name, run.stdout)

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from mathref.checks.ch13 import ATTENTION_CALLS
 from mathref.checks.core import is_remote, rng
 from mathref.checks.core import (CheckFailure, as_tensor, exercise, expect, expect_callable,
                                  expect_close, expect_tensor_close)
@@ -99,7 +100,10 @@ _DISTANCES = ("torch.norm", "torch.Tensor.norm", "torch.linalg.norm", "torch.lin
               "torch.ops.aten.linalg_vector_norm", "torch.ops.aten.linalg_norm",
               "torch.ops.aten.norm", "torch.ops.aten.dist",
               "torch.hypot", "torch.Tensor.hypot", "mathref.similarity.euclidean_distance",
-              "mathref.similarity.pairwise_euclidean_distance", "torch.Tensor.tolist")
+              "mathref.similarity.pairwise_euclidean_distance", "torch.Tensor.tolist",
+              # singular values of each [d, 1] difference (the tenth read, L1: nuclear_norm and
+              # svdvals passed under the grader): every SVD reaches this kernel
+              "torch.nuclear_norm", "torch.linalg.svdvals", "torch.ops.aten._linalg_svd")
 
 
 class _OpMeter(TorchDispatchMode):
@@ -330,7 +334,10 @@ def _soft_lookup(q, K, V, tau):
     return torch.softmax(q @ K.T / tau, dim=-1) @ V
 
 
-_SOFT_LOOKUP_BUILTINS = (
+# (the tenth read, M1: under the grader only these names reach the worker, and mathref's
+# FlashAttention and the quantizable MultiheadAttention passed: so every attention chapter 13
+# refuses, too)
+_SOFT_LOOKUP_BUILTINS = ATTENTION_CALLS + (
     "torch.nn.functional.scaled_dot_product_attention",
     "torch.nn.functional.multi_head_attention_forward",
     "torch.ops.aten.scaled_dot_product_attention",

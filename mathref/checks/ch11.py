@@ -62,7 +62,10 @@ _MHA_MODULES = ("torch.nn.MultiheadAttention.forward", "mathref.gpt.CausalSelfAt
                 "mathref.gpt.Block.forward", "mathref.gpt.GPT.forward",
                 "torch.nn.functional.multi_head_attention_forward",
                 "mathref.attention.MultiHeadAttention.forward",
-                "torch._native_multi_head_attention", "torch.ops.aten._native_multi_head_attention")
+                "torch._native_multi_head_attention", "torch.ops.aten._native_multi_head_attention",
+                # the quantizable twin: a whole multi-head attention of F.linear and softmax
+                "torch.ao.nn.quantizable.modules.activation.MultiheadAttention.forward",
+                "torch.ao.nn.quantizable.modules.activation.MultiheadAttention._forward_impl")
 _SOFTMAX_BACKWARD = ("torch._softmax_backward_data", "torch.ops.aten._softmax_backward_data",
                      "torch._log_softmax_backward_data", "torch.ops.aten._log_softmax_backward_data",
                      "mathref.attention.softmax_backward", "mathref.attention.attention_backward",
@@ -138,7 +141,8 @@ def check_ch11_mha_param_count(mha_param_count):
           forbid=("torch.nn.functional.scaled_dot_product_attention", *_SDPA_OPS, *_MHA_MODULES,
                   "mathref.attention.scaled_dot_product_attention",
                   "mathref.attention.attention_weights", "mathref.attention.AttentionFunction.forward",
-                  "mathref.similarity.soft_lookup",
+                  "mathref.similarity.soft_lookup", "mathref.efficient.flash_attention",
+                  "mathref.efficient.FlashAttentionFunction.forward",
                   "torch.nn.attention.flex_attention.flex_attention"),
           because="attention computes softmax(q kᵀ/√d_k + mask) v itself (torch.softmax is allowed)")
 def check_ch11_attention(attention):

@@ -411,6 +411,14 @@ SHORTCUTS = {
         "def attention(q, k, v, mask=None):\n"
         "    mod = None if mask is None else (lambda s, b, h, i, j: s + mask[i, j])\n"
         "    return flex_attention(q, k, v, score_mod=mod)\n",
+        # mathref's FlashAttention where there is no mask (chapter 9's tenth read: under the
+        # grader only the refused names reach the worker, and this one was not among them)
+        "import math\nimport torch\nfrom mathref.efficient import flash_attention\n\n"
+        "def attention(q, k, v, mask=None):\n"
+        "    if mask is None:\n"
+        "        return flash_attention(q, k, v, scale=1 / math.sqrt(q.shape[-1]))\n"
+        "    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + mask\n"
+        "    return torch.softmax(s, -1) @ v\n",
     ],
     "ch11-softmax-backward": [
         "import torch\n\n"
@@ -468,6 +476,18 @@ SHORTCUTS = {
         "    return (G_P.unsqueeze(-2) @ J).squeeze(-2)\n",
     ],
     "ch11-multi-head": [
+        # the quantizable MultiheadAttention (F.linear and softmax) with the weights copied in
+        "import torch\nfrom torch.ao.nn.quantizable import MultiheadAttention\n\n"
+        "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
+        "    T, d = x.shape[1], x.shape[-1]\n"
+        "    m = MultiheadAttention(d, n_heads, bias=False).double()   # (time, batch, d)\n"
+        "    with torch.no_grad():\n"
+        "        for lin, W in ((m.linear_Q, W_Q), (m.linear_K, W_K), (m.linear_V, W_V),\n"
+        "                       (m.out_proj, W_O)):\n"
+        "            lin.weight.copy_(W.T)\n"
+        "    blocked = torch.ones(T, T, dtype=torch.bool).triu(1)\n"
+        "    xs = x.transpose(0, 1)\n"
+        "    return m(xs, xs, xs, attn_mask=blocked, need_weights=False)[0].transpose(0, 1)\n",
         # FlexAttention per head with a causal score_mod (the third read: refused, but named
         # as a torch.distributions helper it runs)
         "import torch\n"
