@@ -240,3 +240,16 @@ def lm_loss_one_hot_times_log_of_softmax(logits, targets, pad_id):   # 0 · log 
 def test_lm_loss_log_of_softmax_is_pointed_to_log_softmax(answer):
     with pytest.raises(ExerciseCheckFailed, match=r"underflows to 0.*compute log_softmax\(logits, -1\)"):
         checks.check_ch05_lm_loss(answer)
+
+
+# the seventh read (2026-11-30), L5: the two classic wrong perplexities name their slip
+@pytest.mark.parametrize("seed", SEEDS)
+def test_perplexity_base_two_of_nats_is_named(seed):
+    with pytest.raises(ExerciseCheckFailed, match=r"2 to the mean NLL, but the NLLs are in nats"):
+        checks.check_ch05_perplexity(lambda nlls: 2 ** nlls.mean(), generator=generator(seed))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_perplexity_mean_of_exp_is_named(seed):
+    with pytest.raises(ExerciseCheckFailed, match=r"mean of the per-token e\^NLL"):
+        checks.check_ch05_perplexity(lambda nlls: nlls.exp().mean(), generator=generator(seed))

@@ -78,8 +78,11 @@ ALLOWANCES = {
     "ch03-parameter-count": dict(modules=("numpy",), allows="NumPy"),
     # the gradient is softmax − one-hot: both allowed
     "ch05-ce-gradient": dict(ops=SOFTMAX + ("one_hot",), allows="torch.softmax and one_hot"),
-    "ch05-lm-loss": dict(ops=SOFTMAX + LOG_SOFTMAX + ("one_hot",),
-                         allows="log_softmax, logsumexp and one_hot"),   # one_hot: cell 29's form
+    # one_hot: cell 29's form; NaN at the padding, then the NaN-ignoring mean or sum, is a mask
+    # too (nanmean runs logical_not_)
+    "ch05-lm-loss": dict(ops=SOFTMAX + LOG_SOFTMAX + ("one_hot", "nanmean", "nansum",
+                                                      "logical_not_"),
+                         allows="log_softmax, logsumexp, one_hot and torch.nanmean/nansum"),
     # ‖g‖ by any name (matrix_norm's SVD-based orders stay refused: _linalg_svd is not here),
     # and the torch._foreach_* arithmetic and norm, as clip_grad_norm_ itself is written
     "ch06-clip-global-norm": dict(ops=("linalg_norm", "linalg_matrix_norm", "_foreach_norm")

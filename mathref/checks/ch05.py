@@ -151,15 +151,31 @@ def check_ch05_perplexity(perplexity_from_nlls):
     uniform = torch.full((10,), math.log(65), dtype=torch.float64)
     got = perplexity_from_nlls(uniform)
     expect_close(got, 65.0, "a uniform model over 65 tokens (every NLL = ln 65)"
-                 + _float32_hint(got, 65.0), rtol=1e-9)
+                 + _float32_hint(got, 65.0) + _perplexity_hint(got, uniform), rtol=1e-9)
     gen = rng(2)
     # 2000 tokens: Σ NLL is far above 709, so a product of exp(NLL)s overflows to inf
     for n in (5, 40, 2000):
         nlls = 3 * torch.rand(n, generator=gen, dtype=torch.float64)
         got, want = perplexity_from_nlls(nlls.clone()), math.exp(nlls.mean().item())
         expect_close(got, want, f"perplexity of {n} NLLs with mean {nlls.mean().item():.4f} nats"
-                     + _float32_hint(got, want), rtol=1e-9)
+                     + _float32_hint(got, want) + _perplexity_hint(got, nlls), rtol=1e-9)
     return "PPL = exp(mean NLL in nats), the geometric mean of 1/p"
+
+
+def _perplexity_hint(got, nlls):
+    """Which of section 5.11's two classic wrong perplexities ``got`` is, if any."""
+    try:
+        value = float(got)
+    except (TypeError, ValueError, RuntimeError):
+        return ""
+    wrong = [(2 ** nlls.mean().item(), "that is 2 to the mean NLL, but the NLLs are in nats: "
+                                       "e^H with H in nats (or 2^H with H in bits)"),
+             (nlls.exp().mean().item(), "that is the mean of the per-token e^NLL: average the "
+                                        "NLLs first, then take exp once")]
+    for other, why in wrong:
+        if math.isfinite(value) and abs(value - other) <= 1e-6 * abs(other):
+            return f" ({why})"
+    return ""
 
 
 @exercise("ch05-ce-gradient", forbid=AUTOGRAD_FUNCTIONAL + (

@@ -349,6 +349,13 @@ RIGHT_ANSWERS = {
         "    nll = -(torch.log_softmax(logits, -1) * F.one_hot(targets, V).to(logits.dtype)).sum(-1)\n"
         "    real = targets != pad_id\n"
         "    return nll[real].sum() / real.sum()\n",
+        "def lm_loss(logits, targets, pad_id):\n"                     # NaN at the padding, nanmean
+        "    nll = -torch.log_softmax(logits, -1).gather(-1, targets[..., None]).squeeze(-1)\n"
+        "    return torch.where(targets != pad_id, nll, float('nan')).nanmean()\n",
+        "def lm_loss(logits, targets, pad_id):\n"                     # nansum over the real count
+        "    nll = -torch.log_softmax(logits, -1).gather(-1, targets[..., None]).squeeze(-1)\n"
+        "    real = targets != pad_id\n"
+        "    return torch.where(real, nll, float('nan')).nansum() / real.sum()\n",
     ],
 }
 SHORTCUTS["ch05-logsumexp"] = SHORTCUTS["ch05-logsumexp"] + [
