@@ -102,3 +102,28 @@ def test_leaky_relu_init_refuses_a_table_of_rounded_slopes(capsys):
 
     with pytest.raises(ExerciseCheckFailed):
         CHECKS["ch07-leaky-relu-init"](leaky_relu_std)
+
+
+def test_tanh_fixed_point_names_a_low_order_gauss_hermite_rule(capsys):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-tanh-fixed-point"](wrong.tanh_gauss_hermite_60)
+    message = failure.value.message
+    assert "60-node Gauss–Hermite" in message and "100 nodes" in message
+
+
+def test_tanh_fixed_point_names_the_unsquared_gain(capsys):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-tanh-fixed-point"](wrong.tanh_gain_not_squared)
+    assert "not squared" in failure.value.message
+
+
+def test_inverted_dropout_refuses_a_numpy_mask_by_reseeding(capsys):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](wrong.dropout_numpy_mask)
+    assert "torch.manual_seed" in failure.value.message
+
+
+def test_inverted_dropout_names_nan_at_p_one(capsys):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](wrong.dropout_nan_at_p_one)
+    assert "p=1" in failure.value.message and "NaN" in failure.value.message

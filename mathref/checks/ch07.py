@@ -25,14 +25,15 @@ def _tanh_second_moment(q, nodes=200):
     return float(np.sum(w * np.tanh(math.sqrt(q) * z) ** 2) / math.sqrt(2 * math.pi))
 
 
-def _tanh_fixed_point(gain):
-    """The q* > 0 with q* = gain² E[tanh(z)²], z ~ N(0, q*), by bisection; 0 when gain ≤ 1."""
+def _tanh_fixed_point(gain, nodes=200, steps=200):
+    """The q* > 0 with q* = gain² E[tanh(z)²], z ~ N(0, q*), by bisection; 0 when gain ≤ 1.
+    ``nodes`` sets the Gauss–Hermite order (fewer nodes: the answer of a coarser rule)."""
     if gain <= 1:
         return 0.0
     lo, hi = 1e-12, gain ** 2            # f(q) = gain² E[tanh²] − q: positive at lo, negative at hi
-    for _ in range(200):
+    for _ in range(steps):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if gain ** 2 * _tanh_second_moment(mid) > mid else (lo, mid)
+        lo, hi = (mid, hi) if gain ** 2 * _tanh_second_moment(mid, nodes) > mid else (lo, mid)
     return (lo + hi) / 2
 
 
@@ -123,6 +124,17 @@ def _not_converged_hint(gain, got, want):
     if abs(got - want / gain ** 2) < 2e-3 * want / gain ** 2:
         return (" (that is E[tanh(z)²] = q*/gain², the variance of the activations h: return the "
                 "pre-activation variance q, the one on both sides of q = gain²·E[tanh(z)²])")
+    unsquared = _tanh_fixed_point(math.sqrt(gain), steps=60)      # the fixed point of gain·E[tanh²]
+    if abs(got - unsquared) < 2e-3 * unsquared:
+        return (" (that is the fixed point of q = gain·E[tanh(z)²]: the gain is not squared. "
+                "Var(w) = gain²/n_in, so each layer multiplies the variance by gain², not gain)")
+    for nodes in range(2, 100):    # a Gauss–Hermite rule of too few nodes, matched to 1e-6
+        rule = _tanh_fixed_point(gain, nodes, steps=60)
+        if abs(rule - want) > 2e-3 * want and abs(got - rule) < 1e-6 * want:
+            return (f" (that is the fixed point a {nodes}-node Gauss–Hermite rule gives: at gain "
+                    f"{gain:.4g}, q* = {want:.3g} is large and tanh(√q·u)² is nearly a step in u, "
+                    f"which a low-order rule integrates badly. Use about 100 nodes or more, or a "
+                    f"fine grid)")
     residual = gain ** 2 * _tanh_second_moment(got) - got
     h = 1e-4 * want                            # the map's slope at q*: how fast iterating closes in
     slope = gain ** 2 * (_tanh_second_moment(want + h) - _tanh_second_moment(want - h)) / (2 * h)
@@ -131,7 +143,8 @@ def _not_converged_hint(gain, got, want):
             f"only by the map's slope there, {slope:.2f} at this gain: iterate until q stops "
             f"changing, or solve gain²·E[tanh²] − q = 0 by bisection. If you sample E[tanh²], near "
             f"gain 1 the fixed point magnifies the sampling error: use a grid or quadrature. If you "
-            f"integrate on a grid, cover the tails of the Gaussian (z to ±8 standard deviations or "
+            f"use Gauss–Hermite quadrature, at large gains the integrand is nearly a step: use "
+            f"about 100 nodes or more. If you integrate on a grid, cover the tails of the Gaussian (z to ±8 standard deviations or "
             f"more) with a fine enough step. Check too that you return the pre-activation "
             f"variance q)")
 
@@ -156,6 +169,18 @@ def check_ch07_inverted_dropout(inverted_dropout):
            "output): draw a fresh mask each call from the global generator "
            "(torch.rand(x.shape)), and do not reseed it or create a seeded generator inside the "
            "function")
+    # drawn from torch's generator: with the same torch.manual_seed, the same mask (a mask from
+    # NumPy's or Python's generator ignores torch.manual_seed, and a run seeded through torch
+    # does not repeat)
+    state = torch.random.get_rng_state()
+    outputs = []
+    for _ in range(2):
+        torch.random.set_rng_state(state)
+        outputs.append(_dropout_output(inverted_dropout, x, 0.5))
+    expect(torch.equal(*outputs),
+           "p=0.5: after the same torch.manual_seed your two masks differ: the mask is not drawn "
+           "from torch's generator (NumPy's np.random or Python's random ignore torch.manual_seed, "
+           "so a seeded run does not repeat). Draw it with torch.rand(x.shape)")
     n = 200_000
     for p in (0.1, 0.5, 0.8):
         x = torch.rand(n, dtype=torch.float64) + 0.5   # all entries in [0.5, 1.5): none is 0
@@ -225,6 +250,12 @@ def check_ch07_inverted_dropout(inverted_dropout):
         _expect_uncoupled(rows.double(), f"x of shape {shape}")
     x = torch.randn(100, generator=rng(4), dtype=torch.float64)
     expect(torch.equal(_dropout_output(inverted_dropout, x, 0.0), x), "p=0 must return x unchanged")
+    y = _dropout_output(inverted_dropout, x, 1.0)
+    expect(torch.equal(y, torch.zeros_like(x)),
+           "p=1 drops every entry and must return zeros" +
+           (f", got {int(y.isnan().sum())} NaN of 100 (0/0: x·mask/(1 − p) with mask 0 and "
+            "1 − p = 0): return zeros for p = 1, or select x/(1 − p) with torch.where"
+            if y.isnan().any() else ""))
     return "zero fraction ≈ p, kept entries scaled by 1/(1 − p), mean preserved"
 
 

@@ -1,6 +1,8 @@
 """Typical wrong answers to chapter 7's exercises: each must fail its checker."""
 import math
 
+import numpy as np
+
 import torch
 
 
@@ -214,6 +216,8 @@ RIGHT_ANSWERS = {
     ],
     "ch07-inverted-dropout": [
         "def inverted_dropout(x, p):\n"                                 # Bernoulli mask
+        "    if p == 1:\n"
+        "        return torch.zeros_like(x)\n"
         "    keep = torch.bernoulli(torch.full_like(x, 1 - p))\n"
         "    return x * keep / (1 - p)\n",
         "def inverted_dropout(x, p):\n"                                 # where, rand_like, >
@@ -387,3 +391,30 @@ def dropout_reseeds_global(x, p):
 
 WRONG_ANSWERS["ch07-tanh-fixed-point"] += [tanh_q_as_std]
 WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_private_fixed_generator, dropout_reseeds_global]
+
+
+# ---------------------------------------------------------------- added with the ninth read (M2, L2-L4)
+def tanh_gauss_hermite_60(gain):
+    # the statement's Gauss–Hermite quadrature with a textbook 60 nodes: at gain 4 (q* ≈ 12.5)
+    # tanh(√q·u)² is nearly a step and the rule is about 1% off
+    if gain <= 1:
+        return 0.0
+    z, w = np.polynomial.hermite_e.hermegauss(60)
+    e_tanh2 = lambda q: float(np.sum(w * np.tanh(math.sqrt(q) * z) ** 2)) / math.sqrt(2 * math.pi)
+    return _bisect(lambda q: gain ** 2 * e_tanh2(q) - q, gain)
+
+
+def dropout_numpy_mask(x, p):
+    # right in law, but drawn from NumPy's generator: torch.manual_seed does not repeat it
+    keep = torch.from_numpy(np.random.rand(*x.shape) >= p)
+    return x * keep / (1 - p)
+
+
+def dropout_nan_at_p_one(x, p):
+    # the usual formula: at p = 1 it is x·0/0, NaN
+    keep = torch.rand(x.shape, dtype=x.dtype) >= p
+    return x * keep / (1 - p)
+
+
+WRONG_ANSWERS["ch07-tanh-fixed-point"] += [tanh_gauss_hermite_60]
+WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_numpy_mask, dropout_nan_at_p_one]
