@@ -209,6 +209,18 @@ def test_an_accumulated_gradient_is_named():
     assert "sum of all the gradients" in message
 
 
+def test_a_loop_one_step_short_is_told_the_last_iterate_is_missing():
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_gradient_descent_loop(wrong.gd_one_step_short)
+    message = failure.value.message
+    assert message.startswith("with steps=10 expected 11 iterates (x_0 included), got 10"), message
+    assert "one step short" in message and "x_10 is missing" in message
+    assert "must start with x0" not in message
+    with pytest.raises(ExerciseCheckFailed) as failure:      # the list that leaves x0 out is told so
+        checks.check_ch01_gradient_descent_loop(wrong.gd_missing_start)
+    assert "the list must start with x0 itself" in failure.value.message, failure.value.message
+
+
 def test_the_derivative_plus_h_squared_is_not_the_central_difference():
     # exact on x³, where the quotient is 3x² + h²; exp at h = 0.1 tells them apart
     with pytest.raises(ExerciseCheckFailed, match="the central difference of exp at x=0.3"):

@@ -138,6 +138,18 @@ def _accumulated_descent(df, x0, lr, steps):
     return xs
 
 
+def _missing_iterate(got, x0, steps):
+    """Which iterate a list one short lacks: x_0 (it starts with x_1) or x_steps (one step short)."""
+    try:
+        starts_at_x0 = float(got[0]) == float(x0)
+    except (TypeError, ValueError, RuntimeError, IndexError):
+        starts_at_x0 = False
+    if starts_at_x0:
+        return (f": the list starts with x0 but ends at x_{steps - 1}, one step short: the last "
+                f"iterate x_{steps} is missing (run all {steps} updates after x0)")
+    return ": the list must start with x0 itself"
+
+
 @exercise("ch01-gradient-descent-loop", forbid=_RUNS_GRADIENT_DESCENT + _TORCH_OPTIMIZERS,
           because="gradient_descent_1d must run the update x ← x − η·f′(x) itself")
 def check_ch01_gradient_descent_loop(gradient_descent_1d):
@@ -154,7 +166,7 @@ def check_ch01_gradient_descent_loop(gradient_descent_1d):
         want = _descent(df, x0, lr, steps)
         expect(len(got) == steps + 1,
                f"with steps={steps} expected {steps + 1} iterates (x_0 included), got {len(got)}"
-               + (": the list must start with x0 itself" if len(got) == steps else ""))
+               + (_missing_iterate(got, x0, steps) if len(got) == steps else ""))
         raws, got = got, [_number(g, f"x_{k} for x0={x0}, lr={lr}") for k, g in enumerate(got)]
         if len(got) > 1 and not _near(got[1], want[1]):
             expect(not _near(got[1], x0 + lr * df(x0)),

@@ -31,6 +31,13 @@ def gd_missing_start(df, x0, lr, steps):
     return xs
 
 
+def gd_one_step_short(df, x0, lr, steps):       # starts with x0, runs steps − 1 updates
+    xs = [x0]
+    for _ in range(steps - 1):
+        xs.append(xs[-1] - lr * df(xs[-1]))
+    return xs
+
+
 def gd_gradient_at_start_only(df, x0, lr, steps):
     g = df(x0)
     return [x0 - k * lr * g for k in range(steps + 1)]
@@ -164,7 +171,8 @@ def step_float32_eigenvalues(H):     # the right formula, eigenvalues computed i
 
 WRONG_ANSWERS = {
     "ch01-central-difference": [forward_difference, central_without_two, central_sign_flipped],
-    "ch01-gradient-descent-loop": [gd_plus_sign, gd_missing_start, gd_gradient_at_start_only],
+    "ch01-gradient-descent-loop": [gd_plus_sign, gd_missing_start, gd_one_step_short,
+                                   gd_gradient_at_start_only],
     "ch01-best-constant-step": [step_stability_bound, step_one_over_lmax, step_from_trace,
                                 step_rate_wrong, step_from_diagonal, step_from_entries,
                                 step_float32_eigenvalues],
