@@ -11,7 +11,9 @@ from tests.exercises.ch04 import (sigmoid_by_richardson, sigmoid_by_richardson_w
                                   silu_by_richardson, vjp_by_richardson, sigmoid_in_float32,
                                   vjp_in_float32, silu_in_float32, silu_changing_x_in_place,
                                   bigram_assigns, bigram_no_mean, bigram_no_onehot,
-                                  bigram_grad_w_transposed, bigram_in_float32)
+                                  bigram_grad_w_transposed, bigram_in_float32,
+                                  bigram_sign_flipped, bigram_softmax_dim0, bigram_all_float32,
+                                  bigram_per_token_mean, bigram_batch_12, bigram_vocab_7)
 
 
 def sigmoid_reference(x, y, grad_y):
@@ -341,6 +343,83 @@ def test_bigram_backward_slips_name_their_cause(answer, message, seed):
 def test_bigram_inputs_have_a_repeated_and_an_absent_token():
     from mathref.checks.ch04 import _bigram_inputs
     for seed in range(5):
-        ids, targets, E, W = _bigram_inputs(seed)
-        counts = torch.bincount(ids, minlength=E.shape[0])
-        assert (counts > 1).any() and (counts == 0).any()
+        for case in (0, 1):
+            ids, targets, E, W = _bigram_inputs(seed, case=case)
+            counts = torch.bincount(ids, minlength=E.shape[0])
+            assert (counts > 1).any() and (counts == 0).any()
+            assert E.shape[0] == W.shape[1] and E.shape[1] == W.shape[0]
+
+
+def test_bigram_inputs_change_size_between_the_two_cases():
+    # read 8, L1: V and B of case 0 and case 1 come from disjoint ranges, so a constant batch
+    # size or vocabulary matches one case at most; d is drawn too
+    from mathref.checks.ch04 import _bigram_inputs
+    sizes = set()
+    for seed in range(20):
+        (ids0, _, E0, _), (ids1, _, E1, _) = (_bigram_inputs(seed, case=c) for c in (0, 1))
+        assert E0.shape[0] < E1.shape[0] and len(ids0) < len(ids1)
+        sizes.add((E0.shape, len(ids0)))
+    assert len(sizes) > 1
+
+
+def _every_token_repeats(generator_seed):
+    """Whether both cases the checker draws under this generator have every present token
+    repeated (the draws where any wrong grad_E row is a repeated token's row)."""
+    from mathref.checks.ch04 import _bigram_inputs
+    from mathref.checks.core import _CALLER
+    _CALLER.append(torch.Generator().manual_seed(generator_seed))
+    try:
+        for case in (0, 1):
+            ids, _, E, _ = _bigram_inputs(case, case=case)
+            counts = torch.bincount(ids, minlength=E.shape[0])
+            if not bool((counts[counts > 0] > 1).all()):
+                return False
+        return True
+    finally:
+        _CALLER.pop()
+
+
+ALL_REPEAT_SEEDS = [s for s in range(400) if _every_token_repeats(s)][:3]
+
+
+@pytest.mark.parametrize("answer, message", [
+    (bigram_sign_flipped, "the sign is flipped"),
+    (bigram_softmax_dim0, "not over the positions (dim=0)"),
+    (bigram_all_float32, "float32"),
+    (bigram_in_float32, "float32"),
+    (bigram_per_token_mean, "not their mean"),
+    (bigram_assigns, "holds one position's message"),
+])
+@pytest.mark.parametrize("seed", ALL_REPEAT_SEEDS)
+def test_bigram_slips_keep_their_cause_when_every_token_repeats(answer, message, seed):
+    # read 8, M1: on such a draw every wrong row of grad_E is a repeated token's row; only an
+    # assignment (each wrong row one position's message) may be told to use index_add_
+    assert len(ALL_REPEAT_SEEDS) == 3
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch04_embedding_cross_entropy_backward(
+            answer, generator=torch.Generator().manual_seed(seed))
+    assert message in failure.value.message, failure.value.message
+    if answer is not bigram_assigns:
+        assert "index_add_" not in failure.value.message, failure.value.message
+
+
+@pytest.mark.parametrize("answer", [bigram_batch_12, bigram_vocab_7])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_bigram_constant_sizes_fail(answer, seed):
+    # read 8, L1: B = 12 or V = 7 written as constants (the sizes of the old fixed inputs)
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed):
+        checks.check_ch04_embedding_cross_entropy_backward(answer, generator=generator)
+
+
+@pytest.mark.parametrize("seed", [None, 1])
+def test_bigram_special_softmax_is_allowed(seed, capsys):
+    # read 8, L2: torch.special.softmax is torch.softmax's other name
+    def bigram_special(ids, targets, E, W):
+        X = E[ids]
+        Z_bar = (torch.special.softmax(X @ W, dim=1)
+                 - torch.nn.functional.one_hot(targets, W.shape[1]).double()) / len(ids)
+        return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), X.T @ Z_bar
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    checks.check_ch04_embedding_cross_entropy_backward(bigram_special, generator=generator)
+    assert "✅ ch04-embedding-cross-entropy-backward: passed" in capsys.readouterr().out

@@ -72,8 +72,8 @@ ALLOWANCES = {
     # the loss's gradient is softmax − one-hot (either softmax, and one_hot, allowed); the
     # lookup's forward by E[ids] or F.embedding (its backward kernel is refused by name)
     "ch04-embedding-cross-entropy-backward": dict(
-        ops=SOFTMAX + LOG_SOFTMAX + ("one_hot",) + EMBEDDING,
-        allows="torch.softmax, log_softmax, one_hot and F.embedding"),
+        ops=SOFTMAX + LOG_SOFTMAX + ("special_softmax", "one_hot") + EMBEDDING,
+        allows="torch.softmax (or torch.special.softmax), log_softmax, one_hot and F.embedding"),
     # counting in plain Python or NumPy
     "ch03-parameter-count": dict(modules=("numpy",), allows="NumPy"),
     # the gradient is softmax − one-hot: both allowed

@@ -497,8 +497,49 @@ def bigram_in_float32(ids, targets, E, W):     # the right formula, computed in 
             (X.T @ Z_bar).double())
 
 
+def bigram_sign_flipped(ids, targets, E, W):   # onehot − softmax: index_add_ used, sign wrong
+    X = E[ids]
+    Z_bar = (torch.nn.functional.one_hot(targets, W.shape[1]) - torch.softmax(X @ W, dim=1)) / len(ids)
+    return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), X.T @ Z_bar
+
+
+def bigram_softmax_dim0(ids, targets, E, W):   # the softmax over the positions, not the logits
+    X = E[ids]
+    Z_bar = (torch.softmax(X @ W, dim=0) - torch.nn.functional.one_hot(targets, W.shape[1])) / len(ids)
+    return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), X.T @ Z_bar
+
+
+def bigram_all_float32(ids, targets, E, W):    # every step in float32, the result cast back
+    E32, W32 = E.float(), W.float()
+    X = E32[ids]
+    Z_bar = (torch.softmax(X @ W32, dim=1) - torch.nn.functional.one_hot(targets, W.shape[1])) / len(ids)
+    return (torch.zeros_like(E32).index_add_(0, ids, Z_bar @ W32.T).double(),
+            (X.T @ Z_bar).double())
+
+
+def bigram_per_token_mean(ids, targets, E, W):  # each row divided by its token's count
+    X = E[ids]
+    Z_bar = (torch.softmax(X @ W, dim=1) - torch.nn.functional.one_hot(targets, W.shape[1])) / len(ids)
+    counts = torch.bincount(ids, minlength=E.shape[0]).clamp(min=1)
+    return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T) / counts[:, None], X.T @ Z_bar
+
+
+def bigram_batch_12(ids, targets, E, W):       # the notebook's old B = 12 written as a constant
+    X = E[ids]
+    Z_bar = (torch.softmax(X @ W, dim=1) - torch.nn.functional.one_hot(targets, W.shape[1])) / 12
+    return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), X.T @ Z_bar
+
+
+def bigram_vocab_7(ids, targets, E, W):        # the notebook's old V = 7 written as a constant
+    X = E[ids]
+    Z_bar = (torch.softmax(X @ W, dim=1) - torch.nn.functional.one_hot(targets, 7)) / len(ids)
+    return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), X.T @ Z_bar
+
+
 WRONG_ANSWERS["ch04-embedding-cross-entropy-backward"] = [
-    bigram_assigns, bigram_no_mean, bigram_no_onehot, bigram_grad_w_transposed, bigram_in_float32]
+    bigram_assigns, bigram_no_mean, bigram_no_onehot, bigram_grad_w_transposed, bigram_in_float32,
+    bigram_sign_flipped, bigram_softmax_dim0, bigram_all_float32, bigram_per_token_mean,
+    bigram_batch_12, bigram_vocab_7]
 SHORTCUTS["ch04-embedding-cross-entropy-backward"] = [
     # autograd through F.cross_entropy
     "import torch\n"
@@ -521,6 +562,13 @@ SHORTCUTS["ch04-embedding-cross-entropy-backward"] = [
     "    return torch.ops.aten.embedding_dense_backward(X_bar, ids, E.shape[0], -1, False), X.T @ Z_bar\n",
 ]
 RIGHT_ANSWERS["ch04-embedding-cross-entropy-backward"] = [
+    # torch.special.softmax, the other name of torch.softmax (read 8, L2)
+    "import torch\n"
+    "import torch.nn.functional as F\n\n"
+    "def bigram_backward(ids, targets, E, W):\n"
+    "    X = E[ids]\n"
+    "    Z_bar = (torch.special.softmax(X @ W, dim=1) - F.one_hot(targets, W.shape[1])) / len(ids)\n"
+    "    return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), X.T @ Z_bar\n",
     # log_softmax(...).exp(), and the sum per token as a product with the one-hot matrix
     "import torch\n"
     "import torch.nn.functional as F\n\n"
