@@ -106,3 +106,26 @@ def test_alibi_matrix_refusals_and_precision_match_the_statement():
         checks.check_ch12_alibi_matrix(in_dtype(torch.bfloat16))
     # the bfloat16 answer is exact on the power-of-2 slopes: only the new case catches it
     assert torch.equal(in_dtype(torch.bfloat16)(0.5, 4).double(), in_dtype(torch.float64)(0.5, 4))
+
+
+def test_rope_half_float32_angles_message_reports_an_error_above_the_tolerance():
+    """θ built in float32 is refused, and the message's error is printed with two digits, so it
+    never rounds down to the 1e-9 it is compared with (read r10's L5: 1.48e-9 printed as 1e-09)."""
+    import re
+
+    def float32_theta(x, positions, base=10000.0):
+        d = x.shape[-1]
+        theta = (base ** (-2 * torch.arange(d // 2) / d)).double()     # float32 exponent, cast afterwards
+        angles = positions.double()[:, None] * theta
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        h = d // 2
+        return torch.cat([x[..., :h] * cos - x[..., h:] * sin, x[..., :h] * sin + x[..., h:] * cos], -1)
+
+    with pytest.raises(ExerciseCheckFailed, match="went through float32") as info:
+        checks.check_ch12_rope_half(float32_theta)
+    reported = re.search(r"right only to (\S+) \(float64 needs 1e-9\)", str(info.value)).group(1)
+    assert float(reported) >= 1e-9
+    from mathref.checks import ch12
+    from mathref.checks.core import CheckFailure
+    with pytest.raises(CheckFailure, match=r"right only to 1\.5e-09 \(float64 needs 1e-9\)"):
+        ch12._expect_float64_angles(1.48e-9, "rope_half_split")           # .1g would print 1e-09

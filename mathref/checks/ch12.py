@@ -149,7 +149,7 @@ def _expect_float64_angles(err, what, tolerance=1e-4):
     ``tolerance``; a wrong pairing, sign or frequency is off by far more) has its angles in
     float32: ``torch.arange(d // 2) / d`` and ``2 * torch.arange(...) / d`` are float32."""
     expect(not 1e-9 <= err < tolerance,
-           f"{what}: right only to {err:.1g} (float64 needs 1e-9), so your result went through "
+           f"{what}: right only to {err:.2g} (float64 needs 1e-9), so your result went through "
            f"float32, most likely the angles: torch.arange(d // 2) / d is float32 by default. "
            f"Build θ_i and m·θ_i in float64 (torch.arange(..., dtype=torch.float64)) and cast "
            f"cos and sin to x.dtype at the end")
