@@ -292,3 +292,24 @@ def test_sigmoid_derivative_in_float32_is_named(seed):
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     with pytest.raises(ExerciseCheckFailed, match="float32"):
         checks.check_ch03_sigmoid_derivative(ex.sigmoid_derivative_in_float32, generator=generator)
+
+
+# The tenth read (2026-11-30, L2): the near miss names float32 only for float32 values and a
+# difference quotient only for an error that changes sign; an added constant gets no cause
+@pytest.mark.parametrize("answer", [ex.sigmoid_derivative_plus_eps, ex.sigmoid_derivative_plus_tiny_eps])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_sigmoid_derivative_plus_a_constant_fails_without_a_wrong_cause(answer, seed):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch03_sigmoid_derivative(answer, generator=generator)
+    message = str(failure.value)
+    assert "close but not exact" in message
+    assert "float32" not in message and "difference quotient" not in message
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_sigmoid_derivative_in_float32_is_not_blamed_on_a_difference_quotient(seed):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch03_sigmoid_derivative(ex.sigmoid_derivative_in_float32, generator=generator)
+    assert "difference quotient" not in str(failure.value)

@@ -38,6 +38,24 @@ def _autograd_grad(f, *inputs):
 _SIGMOID_RTOL = 2e-10
 
 
+def _near_miss_cause(got, exact):
+    """The cause of a near miss of σ′, named only when the values show it, else ''.
+
+    Float32 arithmetic cast back to float64 leaves values that are all float32 numbers. A
+    difference quotient's error is a multiple of a higher derivative of σ (σ″, σ‴, …, each of
+    which changes sign, since it integrates to 0 over the line) plus rounding noise, so it
+    changes sign on [−12, 12]; an added constant or a scale factor does not, and gets no cause."""
+    d = got - exact
+    if bool((got.float().double() == got).all()):
+        return ("; every value returned is a float32 number: arithmetic in float32 leaves errors "
+                "of this size")
+    if d.max().item() > 0 and d.min().item() < 0:
+        return ("; the error changes sign along z, as a difference quotient's does (its "
+                "truncation error is a multiple of a higher derivative of σ): a difference quotient "
+                "leaves errors of this size")
+    return ""
+
+
 @exercise("ch03-sigmoid-derivative",
           # silu_grad = σ + zσ′ and gelu_grad hand over a derivative too; tanh_grad is allowed
           # (σ′(z) = tanh′(z/2)/4 is a derivation of its own), as the statement says
@@ -65,27 +83,29 @@ def check_ch03_sigmoid_derivative(sigmoid_derivative):
     expect(not _matches(got, 1 - s ** 2), "σ′(z) on [−12, 12]: 1 − σ² is the pattern of tanh′ "
            "= 1 − tanh²; the sigmoid's derivative is σ(1 − σ)")
     expect_close(by_hand(torch.tensor(0.0, dtype=torch.float64)), 0.25, "σ′(0)")
-    # a near miss, within 1e-6 of σ′ everywhere (σ′ ≤ 1/4) but not to float64 rounding, is
-    # numerical: float32 arithmetic (1 − σ keeps few digits at |z| = 12, 1e-2 relative there) or
-    # a difference quotient. Named here, before the generic comparison would reject it unnamed
+    # a near miss, within 1e-6 of σ′ everywhere (σ′ ≤ 1/4) but not to float64 rounding: float32
+    # arithmetic (1 − σ keeps few digits at |z| = 12, 1e-2 relative there), a difference quotient,
+    # or an added constant. Rejected here, before the generic comparison, with the cause named
+    # only where the values show it (_near_miss_cause)
     if (isinstance(got, torch.Tensor) and got.is_floating_point() and got.shape == accurate.shape
             and bool(torch.isfinite(got).all())):
-        err = (got.detach().double() - accurate).abs()
+        got64 = got.detach().double()
+        err = (got64 - accurate).abs()
         rel = (err / accurate).max().item()
         expect(err.max().item() > 1e-6 or rel <= _SIGMOID_RTOL,
                f"σ′(z) on [−12, 12]: off by up to {err.max().item():.2g} ({rel:.2g} relative), close "
-               f"but not to float64 rounding (the formula σ(z)(1 − σ(z)) in float64 is within "
-               f"{_SIGMOID_RTOL:.0e} relative); arithmetic in float32, or a difference quotient, "
-               f"leaves errors of this size")
+               f"but not exact (the formula σ(z)(1 − σ(z)) in float64 is within "
+               f"{_SIGMOID_RTOL:.0e} relative){_near_miss_cause(got64, accurate)}")
     _expect_tensor_close(got, want, "σ′(z) on [−12, 12]")
     # every formula for σ′ is within 4e-11 of it, relative, on [−12, 12] (σ(1 − σ): 1e-11 at
     # z = 12, where σ's own rounding is 1e-16 against σ′ ≈ 6e-6); a float64 central difference,
     # its Richardson extrapolation or a sixth-order stencil is not (5e-10 at best, the last at
     # h = 0.03; tests/test_checks_ch03.py). One taken at −|z| can be: it is not refused
-    rel = ((got.detach().double() - accurate).abs() / accurate).max().item()
+    got64 = got.detach().double()
+    rel = ((got64 - accurate).abs() / accurate).max().item()
     expect(rel <= _SIGMOID_RTOL, f"σ′(z) on [−12, 12]: off by up to {rel:.2g} relative, close but "
-           f"not to float64 rounding (the formula σ(z)(1 − σ(z)) is within {_SIGMOID_RTOL:.0e}); a "
-           f"difference quotient, or arithmetic in float32, leaves errors of this size")
+           f"not exact (the formula σ(z)(1 − σ(z)) is within {_SIGMOID_RTOL:.0e})"
+           f"{_near_miss_cause(got64, accurate)}")
     z32 = torch.linspace(-8, 8, 33)                # float32 in, float32 accuracy expected
     (want32,) = _autograd_grad(lambda t: torch.sigmoid(t).sum(), z32.double())
     got32 = by_hand(z32.clone())

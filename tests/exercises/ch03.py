@@ -567,6 +567,21 @@ def sigmoid_derivative_in_float32(z):
 WRONG_ANSWERS["ch03-sigmoid-derivative"].append(sigmoid_derivative_in_float32)
 
 
+# The tenth read (2026-11-30, L2): a stabilising constant added in float64 is neither float32
+# arithmetic nor a difference quotient; it is refused as close but not exact, with no cause named
+def sigmoid_derivative_plus_eps(z):
+    s = torch.sigmoid(z)
+    return s * (1 - s) + 1e-8
+
+
+def sigmoid_derivative_plus_tiny_eps(z):
+    s = torch.sigmoid(z)
+    return s * (1 - s) + 1e-12
+
+
+WRONG_ANSWERS["ch03-sigmoid-derivative"] += [sigmoid_derivative_plus_eps, sigmoid_derivative_plus_tiny_eps]
+
+
 # The ninth read (2026-11-30, M1): a complex step taken in Python's own complex numbers, not in
 # torch's, is a numerical derivative exact to the last digit. What runs cannot refuse it (the
 # refusal of complex steps sees torch tensors only; Python's complex arithmetic never reaches
