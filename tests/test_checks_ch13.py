@@ -1,11 +1,14 @@
 """Chapter 13's checkers: messages that name the right cause."""
+from fractions import Fraction
+
 import numpy as np
 import pytest
 import torch
 
 from mathref import checks
 from mathref.checks import ExerciseCheckFailed
-from tests.exercises.ch13 import (block_in_float32, dff_as_float, dff_float_ceil,
+from tests.exercises.ch13 import (block_in_float32, block_parallel, block_parallel_norm2,
+                                  dff_always_equal, dff_as_float, dff_float_ceil,
                                   dff_floor_rounded_up)
 
 
@@ -72,3 +75,24 @@ def test_the_quantizable_multihead_attention_is_refused_by_name():
         return mha(y, memory, memory, key_padding_mask=~src_allowed, average_attn_weights=False)
     with pytest.raises(ExerciseCheckFailed, match="MultiheadAttention"):
         checks.check_ch13_cross_attention(cross_attention)
+
+
+@pytest.mark.parametrize("answer", [block_parallel, block_parallel_norm2])
+def test_pre_norm_block_names_the_parallel_block(answer):
+    # the tenth read's L6: the parallel block of 13.11 failed with a bare difference
+    with pytest.raises(ExerciseCheckFailed, match="parallel block") as err:
+        checks.check_ch13_pre_norm_block(answer)
+    assert "after attention's update" in err.value.message
+
+
+def test_swiglu_width_an_int_subclass_does_not_decide_the_comparison():
+    # the tenth read's L7: an int subclass whose __eq__ is always True was accepted
+    with pytest.raises(ExerciseCheckFailed, match="expected 11008, got 0"):
+        checks.check_ch13_swiglu_width(dff_always_equal)
+
+
+def test_swiglu_width_names_a_non_float_type_it_refuses():
+    # the tenth read's N1: a Fraction was refused as "a float"
+    with pytest.raises(ExerciseCheckFailed, match="not Fraction") as err:
+        checks.check_ch13_swiglu_width(lambda d, m: Fraction(-(-8 * d // (3 * m)) * m))
+    assert "float" not in err.value.message

@@ -100,8 +100,9 @@ def check_ch13_swiglu_width(swiglu_d_ff):
             hint = (" (that rounds ⌊8·d_model/3⌋ up to a multiple, not 8·d_model/3 itself: "
                     "round the quotient 8·d_model/(3·multiple_of) up)")
         elif value is None:
-            hint = (" (return an integer, a Python int or an integer tensor: a float cannot hold "
-                    "every integer this large)")
+            hint = (" (return an integer, a Python int or an integer tensor" +
+                    (": a float cannot hold every integer this large)" if _is_float(got)
+                     else f", not {type(got).__name__})"))
         expect(value == want, f"d_model={d}, multiple_of={m}: expected {want}, got {got}{hint}")
     return "LLaMA-7B's 11008 = 256 · ⌈8·4096/(3·256)⌉"
 
@@ -112,7 +113,7 @@ def _as_int(got):
     if isinstance(got, bool):
         return None
     if isinstance(got, int):
-        return got
+        return int(got)                # (a subclass's own __eq__ must not decide the comparison)
     if isinstance(got, torch.Tensor):
         ok = got.numel() == 1 and not (got.is_floating_point() or got.is_complex()
                                        or got.dtype == torch.bool)
@@ -121,6 +122,13 @@ def _as_int(got):
             and getattr(got, "size", 0) == 1:
         return int(got)
     return None
+
+
+def _is_float(got):
+    """Whether ``got`` is a floating-point number: a Python, NumPy or tensor float."""
+    if isinstance(got, torch.Tensor):
+        return got.is_floating_point()
+    return isinstance(got, float) or getattr(getattr(got, "dtype", None), "kind", "") == "f"
 
 
 def _equals(got, value):
@@ -179,6 +187,11 @@ def _pre_norm_diagnosis(got, x, block):
             (ffn(n2(attn(n1(x)))), "the residual connections are missing: add each sub-layer's "
                                    "output to its input"),
             (after_attn + ffn(n1(after_attn)), "the second sub-layer must use norm2, not norm1"),
+            (x + attn(n1(x)) + ffn(n1(x)), "this is the parallel block of 13.11: here the "
+                                            "FFN must read x after attention's update, "
+                                            "x + Attn(Norm₁(x)), through norm2"),
+            (x + attn(n1(x)) + ffn(n2(x)), "this is a parallel block (13.11): here the FFN must "
+                                           "read x after attention's update, x + Attn(Norm₁(x))"),
             (ffn(n2(n1(x) + attn(n1(x)))) + n2(n1(x) + attn(n1(x))),
              "the residual stream itself was normalized: only the sub-layer's input goes "
              "through the norm, x is added as it is"),

@@ -175,6 +175,32 @@ def dff_as_float(d_model, multiple_of):           # right integer, returned as a
 WRONG_ANSWERS["ch13-swiglu-width"] += [dff_floor_rounded_up, dff_as_float]
 
 
+class AlwaysEqual(int):                          # an int whose == says yes to anything
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = int.__hash__
+
+
+def dff_always_equal(d_model, multiple_of):       # the tenth read's L7: accepted before
+    return AlwaysEqual(0)
+
+
+def block_parallel(x, attn, ffn, norm1, norm2):    # the parallel block of 13.11 (the read's L6)
+    return x + attn(norm1(x)) + ffn(norm1(x))
+
+
+def block_parallel_norm2(x, attn, ffn, norm1, norm2):   # the same, each branch with its own norm
+    return x + attn(norm1(x)) + ffn(norm2(x))
+
+
+WRONG_ANSWERS["ch13-swiglu-width"].append(dff_always_equal)
+WRONG_ANSWERS["ch13-pre-norm-block"] += [block_parallel, block_parallel_norm2]
+
+
 # Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
 _CROSS_HEADS = (
     "    B, T, d = y.shape\n"
