@@ -132,3 +132,16 @@ def test_the_augmented_system_is_told_about_its_own_conditioning():
     with pytest.raises(ExerciseCheckFailed, match="ill-conditioned float64 problem") as err:
         checks.check_ch02_least_squares(least_squares_augmented_system)
     assert "augmented system" in err.value.message
+
+
+# The seventh read of chapter 2, L4: torch.view_as_real only reinterprets eigvals' complex
+# result as (real, imaginary) pairs, so the largest real part read through it is a right answer
+def _lr_by_view_as_real(X):
+    N = X.shape[0]
+    Xt = torch.cat([X, torch.ones(N, 1, dtype=X.dtype)], dim=1)
+    H = (2 / N) * Xt.T @ Xt
+    return 2 / torch.view_as_real(torch.linalg.eigvals(H))[:, 0].max().item()
+
+
+def test_max_stable_lr_allows_view_as_real_of_the_eigenvalues():
+    checks.check_ch02_max_stable_lr(_lr_by_view_as_real)

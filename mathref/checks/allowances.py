@@ -29,8 +29,9 @@ ALLOWANCES = {
     "ch01-best-constant-step": dict(ops=EIGENVALUES, allows="an eigenvalue routine",
                                     no_autograd_because="this exercise asks for η* and ρ from the "
                                     "eigenvalues, not for a search for η by autograd"),
-    # (the trace, a sum of the diagonal, as well: 2/tr H is a wrong answer, not a shortcut)
-    "ch02-max-stable-lr": dict(ops=EIGENVALUES + ("trace",),
+    # (the trace, a sum of the diagonal, as well: 2/tr H is a wrong answer, not a shortcut;
+    # view_as_real only reinterprets the eigenvalues' memory as (real, imaginary) pairs)
+    "ch02-max-stable-lr": dict(ops=EIGENVALUES + ("trace", "view_as_real"),
                                allows="an eigenvalue routine and torch.trace"),
     # ‖g‖ by any name: the Frobenius norm of a matrix-shaped gradient is its Euclidean length
     # (its other orders too, which run an SVD: they give a vector of the wrong length)
