@@ -132,6 +132,19 @@ def test_bibliography_and_pages_exist():
         assert resolve(f"book/{page}") is not None, page
 
 
+def test_references_parse_strictly_with_each_key_once():
+    """sphinxcontrib-bibtex reads references.bib with pybtex, which stops at a repeated key
+    and drops the entries after it (a warning, so the -W book build fails): append-only merges
+    of two branches each adding the same book did that once."""
+    import pybtex.errors
+    from pybtex.database import parse_file
+    path = ROOT / "book" / "references.bib"
+    keys = re.findall(r"^@\w+\{([^,\s]+),", path.read_text(encoding="utf-8"), re.M)
+    assert len(keys) == len(set(keys)), sorted(k for k in set(keys) if keys.count(k) > 1)
+    pybtex.errors.set_strict_mode(True)
+    assert sorted(parse_file(str(path)).entries.keys()) == sorted(keys)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_every_figure_has_a_caption_a_name_and_alt_text(path):
     """A code cell that draws a figure carries mystnb figure metadata (CONTRIBUTING, "Figures
