@@ -84,6 +84,10 @@ ALLOWANCES = {
     "ch05-lm-loss": dict(ops=SOFTMAX + LOG_SOFTMAX + ("one_hot", "nanmean", "nansum",
                                                       "logical_not_"),
                          allows="log_softmax, logsumexp, one_hot and torch.nanmean/nansum"),
+    # the NaN-ignoring reductions are reductions (chapter 5's eighth read, L3)
+    "ch05-perplexity": dict(ops=("nanmean", "nansum", "logical_not_"),
+                            allows="torch.nanmean/nansum"),
+    "ch05-logsumexp": dict(ops=("nansum",), allows="torch.nansum"),
     # ‖g‖ by any name (matrix_norm's SVD-based orders stay refused: _linalg_svd is not here),
     # and the torch._foreach_* arithmetic and norm, as clip_grad_norm_ itself is written
     "ch06-clip-global-norm": dict(ops=("linalg_norm", "linalg_matrix_norm", "_foreach_norm")

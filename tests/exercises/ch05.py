@@ -309,12 +309,17 @@ RIGHT_ANSWERS = {
         "    m = x[i]\n"
         "    rest = torch.cat([x[:i], x[i + 1:]])\n"
         "    return m + torch.log1p(torch.exp(rest - m).sum())\n",
+        "def stable_logsumexp(x):\n"                                   # nansum (the eighth read, L3)
+        "    m = x.max()\n"
+        "    return m + torch.log(torch.nansum(torch.exp(x - m)))\n",
     ],
     "ch05-perplexity": [
         "def perplexity_from_nlls(nlls):\n"
         "    return math.exp(nlls.sum().item() / len(nlls))\n",
         "def perplexity_from_nlls(nlls):\n"                            # 2 ** (mean NLL in bits)
         "    return 2 ** (nlls.mean() / math.log(2))\n",
+        "def perplexity_from_nlls(nlls):\n"                            # nanmean (the eighth read, L3)
+        "    return torch.exp(torch.nanmean(nlls))\n",
     ],
     "ch05-ce-gradient": [
         "def ce_gradient(logits, targets, label_smoothing=0.0, ignore_index=-100):\n"
