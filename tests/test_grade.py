@@ -450,39 +450,16 @@ def test_an_all_shortcuts_notebook_scores_zero_and_the_reference_full_marks(tmp_
                for line in _section(run.stdout, "patched")) == len(labels), run.stdout
 
 
-def test_a_rule_conditional_on_the_arguments_is_applied_in_the_worker(tmp_path):
+def test_ch02_least_squares_rules_are_applied_in_the_worker(tmp_path):
     """ch02-least-squares allows lstsq and pinv on the design matrix only (a forbid name with
     a condition, ``name|rows=N|dtype=D``): through the grader, X̃ᵀX̃ in float64 handed to pinv
-    fails there too, with the same refusal as in the notebook."""
+    fails there too, with the same refusal as in the notebook. Chapter 2's sixth read (M2):
+    inside the float32 call, the normal equations on a float64 copy solved by LU, and
+    torch.ops.aten.linalg_lstsq on a promoted float64 copy, passed under the grader; the float32
+    call's rules (a conversion refused, the factorizations under their aten names too) are
+    applied in the worker: both fail there. One grading run for the three."""
     from tests.notebooks import solution_cell
     from tests.test_shortcuts import SHORTCUTS
-    source = read(ROOT / "notebooks" / "02_linear_regression.ipynb")
-    attack = nbformat.from_dict(source)
-    solution_cell(attack, "ch02-least-squares").source = next(
-        s for s in SHORTCUTS["ch02-least-squares"] if "pinv(Xt.T @ Xt)" in s)
-    folder = tmp_path / "subs"
-    folder.mkdir()
-    nbformat.write(attack, folder / "gram.ipynb")
-    nbformat.write(make_student_notebook(source), tmp_path / "assignment.ipynb")
-    out = tmp_path / "grades.csv"
-    run = grade_cli(folder, "--assignment", tmp_path / "assignment.ipynb", "--no-execute",
-                    "--exercise-timeout", "120", "--out", out, cwd=tmp_path, timeout=600,
-                    env=dict(os.environ))
-    assert run.returncode == 0, run.stderr
-    with open(out, newline="", encoding="utf-8") as f:
-        row = next(csv.DictReader(f))
-    assert row["ch02-least-squares"] == "fail", run.stdout
-    assert "torch.linalg.pinv on something other than the 40-row float64 matrix" in run.stdout, run.stdout
-    others = [label for label in exercise_labels(source) if label != "ch02-least-squares"]
-    assert all(row[label] == "pass" for label in others), run.stdout
-
-
-def test_float64_routes_in_the_float32_call_fail_in_the_worker(tmp_path):
-    """Chapter 2's sixth read (M2): inside ch02-least-squares' float32 call, the normal
-    equations on a float64 copy solved by LU, and torch.ops.aten.linalg_lstsq on a promoted
-    float64 copy, passed under the grader. The float32 call's rules (a conversion refused, the
-    factorizations under their aten names too) are applied in the worker: both fail there."""
-    from tests.notebooks import solution_cell
     source = read(ROOT / "notebooks" / "02_linear_regression.ipynb")
     branch = ("import torch\n\n"
               "def solve_least_squares(X, y):\n"
@@ -492,17 +469,21 @@ def test_float64_routes_in_the_float32_call_fail_in_the_worker(tmp_path):
               "        return theta[:-1].float(), theta[-1].float()\n"
               "    theta = torch.linalg.lstsq(A, y[:, None]).solution[:, 0]\n"
               "    return theta[:-1], theta[-1]\n")
-    routes = {
-        "lu64": "        A, y = A.double(), y.double()\n"
-                "        LU, piv = torch.linalg.lu_factor(A.T @ A)\n"
-                "        theta = torch.linalg.lu_solve(LU, piv, (A.T @ y)[:, None])[:, 0]\n",
-        "aten64": "        one = torch.ones(1, dtype=torch.float64)\n"
-                  "        theta = torch.ops.aten.linalg_lstsq(A * one, (y * one)[:, None])[0][:, 0]\n"}
+    attacks = {
+        "gram": (next(s for s in SHORTCUTS["ch02-least-squares"] if "pinv(Xt.T @ Xt)" in s),
+                 "torch.linalg.pinv on something other than the 40-row float64 matrix"),
+        "lu64": (branch.format(route="        A, y = A.double(), y.double()\n"
+                               "        LU, piv = torch.linalg.lu_factor(A.T @ A)\n"
+                               "        theta = torch.linalg.lu_solve(LU, piv, (A.T @ y)[:, None])"
+                               "[:, 0]\n"), "design matrix in X's dtype"),
+        "aten64": (branch.format(route="        one = torch.ones(1, dtype=torch.float64)\n"
+                                 "        theta = torch.ops.aten.linalg_lstsq(A * one, (y * one)"
+                                 "[:, None])[0][:, 0]\n"), "design matrix in X's dtype")}
     folder = tmp_path / "subs"
     folder.mkdir()
-    for name, route in routes.items():
+    for name, (code, _) in attacks.items():
         attack = nbformat.from_dict(source)
-        solution_cell(attack, "ch02-least-squares").source = branch.format(route=route)
+        solution_cell(attack, "ch02-least-squares").source = code
         nbformat.write(attack, folder / f"{name}.ipynb")
     nbformat.write(make_student_notebook(source), tmp_path / "assignment.ipynb")
     out = tmp_path / "grades.csv"
@@ -511,13 +492,13 @@ def test_float64_routes_in_the_float32_call_fail_in_the_worker(tmp_path):
                     env=dict(os.environ))
     assert run.returncode == 0, run.stderr
     with open(out, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 2, run.stdout
+        rows = {row["student"]: row for row in csv.DictReader(f)}
+    assert sorted(rows) == sorted(attacks), run.stdout
     others = [label for label in exercise_labels(source) if label != "ch02-least-squares"]
-    for row in rows:
-        assert row["ch02-least-squares"] == "fail", run.stdout
-        assert all(row[label] == "pass" for label in others), run.stdout
-    assert "design matrix in X's dtype" in run.stdout, run.stdout
+    for name, (_, message) in attacks.items():
+        assert rows[name]["ch02-least-squares"] == "fail", (name, run.stdout)
+        assert all(rows[name][label] == "pass" for label in others), (name, run.stdout)
+        assert message in "\n".join(_section(run.stdout, name)), (name, run.stdout)
 
 
 # what H1 and H2 do once they hold exec: switch the worker's rules off, then answer with
