@@ -476,18 +476,6 @@ SHORTCUTS = {
         "    return (G_P.unsqueeze(-2) @ J).squeeze(-2)\n",
     ],
     "ch11-multi-head": [
-        # the quantizable MultiheadAttention (F.linear and softmax) with the weights copied in
-        "import torch\nfrom torch.ao.nn.quantizable import MultiheadAttention\n\n"
-        "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
-        "    T, d = x.shape[1], x.shape[-1]\n"
-        "    m = MultiheadAttention(d, n_heads, bias=False).double()   # (time, batch, d)\n"
-        "    with torch.no_grad():\n"
-        "        for lin, W in ((m.linear_Q, W_Q), (m.linear_K, W_K), (m.linear_V, W_V),\n"
-        "                       (m.out_proj, W_O)):\n"
-        "            lin.weight.copy_(W.T)\n"
-        "    blocked = torch.ones(T, T, dtype=torch.bool).triu(1)\n"
-        "    xs = x.transpose(0, 1)\n"
-        "    return m(xs, xs, xs, attn_mask=blocked, need_weights=False)[0].transpose(0, 1)\n",
         # FlexAttention per head with a causal score_mod (the third read: refused, but named
         # as a torch.distributions helper it runs)
         "import torch\n"
@@ -526,6 +514,18 @@ SHORTCUTS = {
         "    return torch._native_multi_head_attention(\n"
         "        x, x, x, d, n_heads, w, torch.zeros(3 * d, dtype=x.dtype), W_O.T,\n"
         "        torch.zeros(d, dtype=x.dtype), mask, False, True, 0)[0]\n",
+        # the quantizable MultiheadAttention (F.linear and softmax) with the weights copied in
+        "import torch\nfrom torch.ao.nn.quantizable import MultiheadAttention\n\n"
+        "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):\n"
+        "    T, d = x.shape[1], x.shape[-1]\n"
+        "    m = MultiheadAttention(d, n_heads, bias=False).double()   # (time, batch, d)\n"
+        "    with torch.no_grad():\n"
+        "        for lin, W in ((m.linear_Q, W_Q), (m.linear_K, W_K), (m.linear_V, W_V),\n"
+        "                       (m.out_proj, W_O)):\n"
+        "            lin.weight.copy_(W.T)\n"
+        "    blocked = torch.ones(T, T, dtype=torch.bool).triu(1)\n"
+        "    xs = x.transpose(0, 1)\n"
+        "    return m(xs, xs, xs, attn_mask=blocked, need_weights=False)[0].transpose(0, 1)\n",
     ],
     "ch11-gqa-backward": [
         "import math\n"
