@@ -143,6 +143,9 @@ def test_references_parse_strictly_with_each_key_once():
     assert len(keys) == len(set(keys)), sorted(k for k in set(keys) if keys.count(k) > 1)
     pybtex.errors.set_strict_mode(True)
     assert sorted(parse_file(str(path)).entries.keys()) == sorted(keys)
+    # the bibliography page shows notes as text: TeX there is printed raw (the browser test's
+    # "raw TeX in text" on hinton2015's $T^2$)
+    assert "$" not in path.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
