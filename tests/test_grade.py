@@ -501,6 +501,39 @@ def test_ch02_least_squares_rules_are_applied_in_the_worker(tmp_path):
         assert message in "\n".join(_section(run.stdout, name)), (name, run.stdout)
 
 
+def test_the_exercise_gate_holds_in_the_worker(tmp_path):
+    """The gate on what runs (an allowlist of operators, Python code judged by where it lives)
+    holds under the grader as in the notebook, not only the names an exercise forbids: chapter
+    1's twelfth read scored 4/4 under the grader with torch.linalg.cond (an operator outside
+    ch01-best-constant-step's allowance, named nowhere) and NumPy's np.gradient stencil for
+    central_difference, both refused by the notebook's check. One grading run."""
+    from tests.notebooks import solution_cell
+    source = read(ROOT / "notebooks" / "01_gradient_descent.ipynb")
+    attack = nbformat.from_dict(source)
+    solution_cell(attack, "ch01-best-constant-step").source = (
+        "import torch\n\n"
+        "def best_constant_step(H):\n"
+        "    k = float(torch.linalg.cond(H))\n"
+        "    hi = float(torch.linalg.eigvalsh(H)[-1])\n"
+        "    lo = hi / k\n"
+        "    return 2 / (lo + hi), (k - 1) / (k + 1)\n")
+    solution_cell(attack, "ch01-central-difference").source = (
+        "import numpy as np\n\n"
+        "def central_difference(f, x, h):\n"
+        "    ys = np.array([float(f(x - h)), float(f(x)), float(f(x + h))])\n"
+        "    return float(np.gradient(ys, h)[1])\n")
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(attack, folder / "gate.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    assert rows["gate"]["ch01-best-constant-step"] == "fail", run.stdout
+    assert rows["gate"]["ch01-central-difference"] == "fail", run.stdout
+    assert rows["gate"]["ch01-gradient-descent-loop"] == "pass", run.stdout
+    report = "\n".join(_section(run.stdout, "gate"))
+    assert "your solution ran torch linalg_cond" in report, run.stdout
+    assert "numpy" in report.lower() and report.count("your solution ran") == 2, run.stdout
+
+
 # what H1 and H2 do once they hold exec: switch the worker's rules off, then answer with
 # torch.optim.Adam itself
 _UNRULED_TORCH_ADAM = (

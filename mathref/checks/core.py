@@ -509,9 +509,12 @@ class Forbidden:
     solution that catches it still fails."""
 
     def __init__(self, names, label="this exercise", because="this exercise asks you to write it "
-                 "yourself", trusted=(), gate=True):
+                 "yourself", trusted=(), gate=None):
         self.names, self.label, self.because = tuple(names), label, because
-        self.with_gate = gate       # False: the named refusals only (a solution cell's top level)
+        # the exercise's gate too: None, where ``label`` is an exercise checked in this process;
+        # True, where the checker is in another (the grader's worker: it has no checkers);
+        # False, the named refusals only (a solution cell's top level)
+        self.with_gate = label in CHECKS if gate is None else gate
         self.hits, self._saved, self._modes, self._attrs = [], [], [], []
         self.trusted = trusted      # code objects the checker hands to the answer
         self._gate = None
@@ -567,7 +570,7 @@ class Forbidden:
             else:
                 functions[obj] = name
         ACTIVE.append(self)
-        if self.with_gate and self.label in CHECKS:   # an exercise's own rule: its gate, too
+        if self.with_gate:          # an exercise's own rule: its gate, too
             # (a decorator's wrapper is no copy of what it wraps: its code is every wrapper's)
             self._gate = gate.for_exercise(self.label, [
                 code for layer, code in self._saved if id(layer) not in self._wrappers])

@@ -575,7 +575,9 @@ class Endpoint:
                 fn, args, kwargs = payload
                 if not isinstance(fn, types.FunctionType) or self.origin.get(id(fn), (None,))[0] is not fn:
                     raise ValueError("apply runs a function the grader sent")
-                value = self.call_local(lambda *a, **k: fn(target, *a, **k), args, kwargs)
+                # (the rules hold around the student's object, as where the checker calls it
+                # itself: the checker's own code, such as autograd through the output, runs after)
+                value = fn(lambda *a, **k: self.call_local(target, a, k), *args, **kwargs)
             elif op == "getattr":
                 name = str(payload[0])
                 if name.startswith("__"):

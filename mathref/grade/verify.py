@@ -43,7 +43,9 @@ def _context():
     return {"rng": torch.get_rng_state(), "pyrandom": random.getstate(),
             "grad": torch.is_grad_enabled(),
             "no_autograd": bool(patched or torch.is_inference_mode_enabled()),
-            "forbid": [[list(rule.names), rule.label, rule.because] for rule in core.ACTIVE],
+            # each rule with whether its exercise's gate holds too, applied where the answer runs
+            "forbid": [[list(rule.names), rule.label, rule.because, bool(rule.with_gate)]
+                       for rule in core.ACTIVE],
             "dtype": str(torch.get_default_dtype()).replace("torch.", "")}
 
 

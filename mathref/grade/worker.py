@@ -39,15 +39,22 @@ class _Recorder:
 
 
 class WorkerEndpoint(rpc.Endpoint):
-    """Calls the student's functions under the rules the checker's call carries: no autograd,
-    and the exercise's forbidden functions (applied here, where the student's code runs)."""
+    """Calls the student's functions under the rules the checker's call carries, applied here,
+    where the student's code runs, as the notebook's check applies them: no autograd, the
+    exercise's forbidden functions and its gate on what runs (mathref.checks.gate, with the
+    exercise's allowance), the functions the checker hands in exempt."""
     no_autograd = False
     forbid = ()
 
     def call_local(self, target, args, kwargs):
-        call = _without_autograd(target) if self.no_autograd else target
-        rules = [_Forbidden(names, label, because) for names, label, because in self.forbid]
-        return _under(rules, call, args, kwargs)
+        trusted = _core._handed_in(args, kwargs)
+        rules = [_Forbidden(names, label, because, trusted=trusted, gate=gated)
+                 for names, label, because, gated in self.forbid]
+
+        def ruled(*args, **kwargs):     # (inside the inference mode, as in the notebook)
+            return _under(rules, target, args, kwargs)
+        call = _without_autograd(ruled) if self.no_autograd else ruled
+        return call(*args, **kwargs)
 
 
 _MODULES, _CLASSES = {}, {}     # the snapshot: module -> its names, id(class) -> its own names
@@ -125,8 +132,8 @@ def _apply_context(endpoint, context):
         random.setstate(context["pyrandom"])
         torch.set_grad_enabled(bool(context["grad"]))
         endpoint.no_autograd = bool(context["no_autograd"])
-        endpoint.forbid = [(tuple(str(n) for n in names), str(label), str(because))
-                           for names, label, because in context.get("forbid", [])]
+        endpoint.forbid = [(tuple(str(n) for n in names), str(label), str(because), bool(gated))
+                           for names, label, because, gated in context.get("forbid", [])]
         torch.set_default_dtype(getattr(torch, str(context["dtype"])))
     except Exception:
         pass
