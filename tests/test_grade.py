@@ -827,8 +827,9 @@ def test_ch15_numpy_in_the_online_softmax_exercises_is_refused_by_the_grader(tmp
 
 
 def test_ch09_library_kernels_by_other_names_are_refused_by_the_grader(tmp_path):
-    """Chapter 9's ninth and tenth reads: under the grader only an exercise's refused names travel
-    to the worker (the notebook's operator allowlist does not). torch.ops.aten.cdist,
+    """Chapter 9's ninth and tenth reads, when under the grader only an exercise's refused names
+    reached the worker (its gate does too since; test_the_exercise_gate_holds_in_the_worker).
+    torch.ops.aten.cdist,
     torch.pdist, aten.pairwise_distance, aten.linalg_vector_norm of the broadcast difference,
     torch.nuclear_norm and torch.linalg.svdvals of its [d, 1] slices scored pass in
     ch09-unit-distance; mathref's FlashAttention (function and autograd Function) and the

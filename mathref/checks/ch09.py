@@ -91,8 +91,8 @@ def check_ch09_cosine_from_dot(cosine):
     return "matches F.cosine_similarity, including zero and tiny vectors"
 
 
-# (by name, because under the grader only these names travel to the worker, where the gate's
-# operator allowlist does not run: so each kernel's torch.ops.aten twin and pdist too)
+# (each kernel's torch.ops.aten twin and pdist too: named, so that the refusal says which; the
+# gate's operator allowlist refuses the rest, in the notebook and in the grader's worker)
 _DISTANCES = ("torch.norm", "torch.Tensor.norm", "torch.linalg.norm", "torch.linalg.vector_norm",
               "torch.dist", "torch.Tensor.dist", "torch.cdist", "torch.nn.functional.pairwise_distance",
               "torch.pdist", "torch.nn.functional.pdist",
