@@ -158,19 +158,20 @@ def plot_decision_regions(predict, X=None, y=None, ax=None, xlim=(-0.5, 1.5), yl
     return ax
 
 
-def plot_activation(fn, grad, name, ax=None, xlim=(-4, 4)):
+def plot_activation(fn, grad, name, ax=None, xlim=(-4, 4), var="x"):
     """One activation φ (solid) and its derivative φ′ (dashed) on the same axes. See chapter 3.
 
-    ``fn`` and ``grad`` map a float64 tensor to a tensor of the same shape.
+    ``fn`` and ``grad`` map a float64 tensor to a tensor of the same shape; ``var`` names the
+    input on the x-axis and in the legend (chapter 3 writes z for a pre-activation).
     """
     if ax is None:
         _, ax = new_axes(width=3.2, height=2.6)
     x = torch.linspace(*xlim, 801, dtype=torch.float64)
-    ax.plot(x.numpy(), _to_numpy(fn(x)), color=COLORS[0], lw=2, label="φ(x)")
-    ax.plot(x.numpy(), _to_numpy(grad(x)), "--", color=COLORS[1], lw=1.6, label="φ′(x)")
+    ax.plot(x.numpy(), _to_numpy(fn(x)), color=COLORS[0], lw=2, label=f"φ({var})")
+    ax.plot(x.numpy(), _to_numpy(grad(x)), "--", color=COLORS[1], lw=1.6, label=f"φ′({var})")
     ax.axhline(0, color="0.6", lw=0.8)
     ax.axvline(0, color="0.6", lw=0.8)
-    ax.set(xlim=xlim, title=name, xlabel="x")
+    ax.set(xlim=xlim, title=name, xlabel=var)
     return ax
 
 

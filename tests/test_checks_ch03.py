@@ -313,3 +313,28 @@ def test_sigmoid_derivative_in_float32_is_not_blamed_on_a_difference_quotient(se
     with pytest.raises(ExerciseCheckFailed) as failure:
         checks.check_ch03_sigmoid_derivative(ex.sigmoid_derivative_in_float32, generator=generator)
     assert "difference quotient" not in str(failure.value)
+
+
+# The twelfth read (2026-11-30, L3): F.linear and torch.inner compute the products of the
+# backward pass, as chapter 4's VJP exercise allows them; the notebook's check refused them
+# (the grader accepted them), now both pass
+@pytest.mark.parametrize("answer", [ex.backward_by_f_linear, ex.backward_by_torch_inner],
+                         ids=["F.linear", "torch.inner"])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_the_products_by_f_linear_or_torch_inner_pass(answer, seed, capsys):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    checks.check_ch03_two_layer_backward(answer, generator=generator)
+    assert "passed" in capsys.readouterr().out
+
+
+# The twelfth read (L2): δ₂ in float32 arithmetic cast back to float64 is named as float32, and
+# neither blamed on a difference quotient nor on rows close to their targets (only the N = 6
+# case has those)
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_output_delta_in_float32_cast_back_is_named_as_float32(seed):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch03_output_delta(ex.delta_in_float32_cast_back, generator=generator)
+    message = str(failure.value)
+    assert "float32" in message
+    assert "difference quotient" not in message and "close to Y" not in message

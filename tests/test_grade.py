@@ -534,6 +534,29 @@ def test_the_exercise_gate_holds_in_the_worker(tmp_path):
     assert "numpy" in report.lower() and report.count("your solution ran") == 2, run.stdout
 
 
+def test_f_linear_and_torch_inner_pass_the_two_layer_backward_in_the_worker(tmp_path):
+    """Chapter 3's twelfth read (L3): the products of ch03-two-layer-backward written with
+    F.linear and torch.inner are right answers, allowed in allowances.py as chapter 4 allows
+    them; the worker's gate, built from the same file, accepts them as the notebook's check
+    does. One grading run."""
+    from tests.notebooks import solution_cell
+    source = read(ROOT / "notebooks" / "03_neural_networks.ipynb")
+    answer = nbformat.from_dict(source)
+    solution_cell(answer, "ch03-two-layer-backward").source = (
+        "import torch\n"
+        "import torch.nn.functional as F\n\n"
+        "def two_layer_backward(X, Y, W1, b1, W2, b2):\n"
+        "    A1 = torch.tanh(F.linear(X, W1.T, b1))\n"
+        "    d2 = 2 / X.shape[0] * (F.linear(A1, W2.T, b2) - Y)\n"
+        "    d1 = torch.inner(d2, W2) * (1 - A1 ** 2)\n"
+        "    return d1, X.T @ d1, d1.sum(0), A1.T @ d2, d2.sum(0)\n")
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(answer, folder / "products.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    assert rows["products"]["ch03-two-layer-backward"] == "pass", run.stdout
+
+
 # what H1 and H2 do once they hold exec: switch the worker's rules off, then answer with
 # torch.optim.Adam itself
 _UNRULED_TORCH_ADAM = (

@@ -41,3 +41,13 @@ def test_plot_activation_draws_function_and_derivative():
     np.testing.assert_allclose(f, s, rtol=1e-12)
     np.testing.assert_allclose(g, s * (1 - s), rtol=1e-12)
     plt.close("all")
+
+
+# The twelfth read (2026-11-30, L5): the x-axis names the variable the text uses (z for a
+# pre-activation, b for a gate's input), in the label and the legend
+def test_plot_activation_names_its_variable():
+    ax = viz.plot_activation(mnn.sigmoid, mnn.sigmoid_grad, "sigmoid", var="z")
+    assert ax.get_xlabel() == "z"
+    assert [line.get_label() for line in ax.lines[:2]] == ["φ(z)", "φ′(z)"]
+    assert viz.plot_activation(mnn.sigmoid, mnn.sigmoid_grad, "sigmoid").get_xlabel() == "x"
+    plt.close("all")

@@ -58,9 +58,13 @@ ALLOWANCES = {
     "ch03-sigmoid-derivative": dict(ops=("special_expit",), mathref=("mathref.nn",),
                                     allows="torch.sigmoid (or torch.special.expit) and "
                                            "mathref.nn.sigmoid"),
-    "ch03-two-layer-backward": dict(ops=("special_expit",), mathref=("mathref.nn",),
-                                    allows="torch.sigmoid (or torch.special.expit) and "
-                                           "mathref.nn's forward pass and activations"),
+    # (the matrix products by any name, as chapter 4's VJP allows them: F.linear(X, W1.T, b1) is
+    # XW₁ + b₁, and F.linear(δ₂, W2) and torch.inner(δ₂, W2) are δ₂W₂ᵀ)
+    "ch03-two-layer-backward": dict(ops=("special_expit", "linear", "inner"),
+                                    mathref=("mathref.nn",),
+                                    allows="torch.sigmoid (or torch.special.expit), F.linear, "
+                                           "torch.inner, and mathref.nn's forward pass and "
+                                           "activations"),
     # (chapter 4: σ by either name, as in chapter 3; the products of the VJP by any name:
     # F.linear(δ, W) is δWᵀ and torch.inner(δ, W) the same product)
     "ch04-sigmoid-backward": dict(ops=("special_expit",),

@@ -652,3 +652,42 @@ def backward_by_python_complex_step(X, Y, W1, b1, W2, b2):
 DISCLOSED = {"ch03-sigmoid-derivative": [sigmoid_derivative_by_python_complex_step],
              "ch03-output-delta": [delta_by_python_complex_step],
              "ch03-two-layer-backward": [backward_by_python_complex_step]}
+
+
+# The twelfth read (2026-11-30, L3): the matrix products by another name, as chapter 4 allows
+# them: F.linear(X, W1.T, b1) = XW₁ + b₁, F.linear(δ₂, W2) = torch.inner(δ₂, W2) = δ₂W₂ᵀ
+def backward_by_f_linear(X, Y, W1, b1, W2, b2):
+    F = torch.nn.functional
+    A1 = torch.tanh(F.linear(X, W1.T, b1))
+    d2 = 2 / X.shape[0] * (F.linear(A1, W2.T, b2) - Y)
+    d1 = F.linear(d2, W2) * (1 - A1 ** 2)
+    return d1, X.T @ d1, d1.sum(0), A1.T @ d2, d2.sum(0)
+
+
+def backward_by_torch_inner(X, Y, W1, b1, W2, b2):
+    A1 = torch.tanh(X @ W1 + b1)
+    d2 = 2 / X.shape[0] * (A1 @ W2 + b2 - Y)
+    d1 = torch.inner(d2, W2) * (1 - A1 ** 2)
+    return d1, torch.inner(X.T, d1.T), d1.sum(0), A1.T @ d2, d2.sum(0)
+
+
+RIGHT_ANSWERS["ch03-two-layer-backward"] += [
+    "import torch\n"
+    "import torch.nn.functional as F\n\n"
+    "def two_layer_backward(X, Y, W1, b1, W2, b2):\n"
+    "    A1 = torch.tanh(F.linear(X, W1.T, b1))\n"
+    "    d2 = 2 / X.shape[0] * (F.linear(A1, W2.T, b2) - Y)\n"
+    "    d1 = F.linear(d2, W2) * (1 - A1 ** 2)\n"
+    "    return d1, X.T @ d1, d1.sum(0), A1.T @ d2, d2.sum(0)\n",
+    "import torch\n\n"
+    "def two_layer_backward(X, Y, W1, b1, W2, b2):\n"
+    "    A1 = torch.tanh(X @ W1 + b1)\n"
+    "    d2 = 2 / X.shape[0] * (A1 @ W2 + b2 - Y)\n"
+    "    d1 = torch.inner(d2, W2) * (1 - A1 ** 2)\n"
+    "    return d1, torch.inner(X.T, d1.T), d1.sum(0), A1.T @ d2, d2.sum(0)\n"]
+
+
+# The twelfth read (L2): δ₂ in float32 arithmetic, cast back to float64 (the dtype is kept, so
+# only the values show it)
+def delta_in_float32_cast_back(Y_hat, Y):
+    return (2 / Y_hat.shape[0] * (Y_hat.float() - Y.float())).double()
