@@ -574,3 +574,14 @@ def test_two_over_the_trace_gets_the_trace_hint_and_the_trace_is_allowed(capsys)
     checks.check_ch01_best_constant_step(right_with_trace)
     assert "✅ ch01-best-constant-step: passed" in capsys.readouterr().out
 
+
+@pytest.mark.parametrize("answer", [wrong.central_difference_float32_items,
+                                    wrong.central_difference_float32_float])
+def test_a_float32_central_difference_returned_as_a_float_is_told_float32(answer):
+    """The twelfth read's L2 (half of the earlier L7): float32, as torch.tensor(x) makes it, then
+    .item() or float(), used to get a bare "expected 6.76, got 6.760001183"."""
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_central_difference(answer)
+    message = failure.value.message
+    assert message.startswith("d/dx x³ at x=-1.5 with h=0.1: expected 6.76, got 6.760001"), message
+    assert "size of float32 rounding" in message and "compute in float64" in message, message
