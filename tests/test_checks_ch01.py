@@ -553,3 +553,35 @@ def test_a_search_that_stops_at_a_tolerance_is_told_so_not_that_eigvals_does_not
         checks.check_ch01_best_constant_step(near_miss)
     assert "does not sort" not in failure.value.message, failure.value.message
     assert "stops at a grid spacing or a tolerance" in failure.value.message
+
+
+def test_two_over_the_trace_gets_the_trace_hint_and_the_trace_is_allowed(capsys):
+    """The twelfth read's L1: torch.trace was outside the allowance, so 2/tr(H) (a wrong answer,
+    not a shortcut) got a refusal naming aten.trace instead of the checker's own hint, whose
+    refusal message also listed reductions as allowed; and a right answer that evaluated
+    torch.trace on the side was refused. As ch02-max-stable-lr, the trace is allowed."""
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_best_constant_step(wrong.step_from_trace)
+    message = failure.value.message
+    assert "= 2/tr(H): the trace sums all eigenvalues" in message, message
+    assert "your solution" not in message and "aten.trace" not in message, message
+
+    def right_with_trace(H):
+        lam = torch.linalg.eigvalsh(H)
+        lo, hi = lam[0].item(), lam[-1].item()
+        assert torch.trace(H).item() >= hi               # tr H ≥ λ_max: a bound, looked at
+        return 2 / (lo + hi), (hi - lo) / (hi + lo)
+    checks.check_ch01_best_constant_step(right_with_trace)
+    assert "✅ ch01-best-constant-step: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("answer", [wrong.central_difference_float32_items,
+                                    wrong.central_difference_float32_float])
+def test_a_float32_central_difference_returned_as_a_float_is_told_float32(answer):
+    """The twelfth read's L2 (half of the earlier L7): float32, as torch.tensor(x) makes it, then
+    .item() or float(), used to get a bare "expected 6.76, got 6.760001183"."""
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch01_central_difference(answer)
+    message = failure.value.message
+    assert message.startswith("d/dx x³ at x=-1.5 with h=0.1: expected 6.76, got 6.760001"), message
+    assert "size of float32 rounding" in message and "compute in float64" in message, message

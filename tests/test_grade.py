@@ -506,9 +506,21 @@ def test_the_exercise_gate_holds_in_the_worker(tmp_path):
     holds under the grader as in the notebook, not only the names an exercise forbids: chapter
     1's twelfth read scored 4/4 under the grader with torch.linalg.cond (an operator outside
     ch01-best-constant-step's allowance, named nowhere) and NumPy's np.gradient stencil for
-    central_difference, both refused by the notebook's check. One grading run."""
+    central_difference, both refused by the notebook's check. The allowance holds there too:
+    torch.trace is allowed, so 2/tr(H) gets the checker's own hint (the read's L1), not a
+    refusal. One grading run."""
     from tests.notebooks import solution_cell
     source = read(ROOT / "notebooks" / "01_gradient_descent.ipynb")
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    trace = nbformat.from_dict(source)
+    solution_cell(trace, "ch01-best-constant-step").source = (
+        "import torch\n\n"
+        "def best_constant_step(H):\n"
+        "    lam = torch.linalg.eigvalsh(H)\n"
+        "    lo, hi = float(lam[0]), float(lam[-1])\n"
+        "    return 2 / float(torch.trace(H)), (hi - lo) / (hi + lo)\n")
+    nbformat.write(trace, folder / "trace.ipynb")
     attack = nbformat.from_dict(source)
     solution_cell(attack, "ch01-best-constant-step").source = (
         "import torch\n\n"
@@ -522,8 +534,6 @@ def test_the_exercise_gate_holds_in_the_worker(tmp_path):
         "def central_difference(f, x, h):\n"
         "    ys = np.array([float(f(x - h)), float(f(x)), float(f(x + h))])\n"
         "    return float(np.gradient(ys, h)[1])\n")
-    folder = tmp_path / "subs"
-    folder.mkdir()
     nbformat.write(attack, folder / "gate.ipynb")
     run, rows = _grade_folder_cli(folder, source, tmp_path)
     assert rows["gate"]["ch01-best-constant-step"] == "fail", run.stdout
@@ -532,6 +542,12 @@ def test_the_exercise_gate_holds_in_the_worker(tmp_path):
     report = "\n".join(_section(run.stdout, "gate"))
     assert "your solution ran torch linalg_cond" in report, run.stdout
     assert "numpy" in report.lower() and report.count("your solution ran") == 2, run.stdout
+    assert rows["trace"]["ch01-best-constant-step"] == "fail", run.stdout
+    assert all(rows["trace"][label] == "pass" for label in rows["trace"]
+               if label.startswith("ch01-") and label != "ch01-best-constant-step"), run.stdout
+    report = "\n".join(_section(run.stdout, "trace"))
+    assert "= 2/tr(H): the trace sums all eigenvalues" in report, run.stdout
+    assert "your solution ran" not in report, run.stdout
 
 
 def test_f_linear_and_torch_inner_pass_the_two_layer_backward_in_the_worker(tmp_path):

@@ -25,8 +25,11 @@ BACKWARD = ("nll_loss_backward", "_log_softmax_backward_data", "_softmax_backwar
 
 ALLOWANCES = {
     # the statements allow an eigenvalue routine: the exercise is the formula from λ_min, λ_max
-    # (it asks for no gradient: autograd there is a search for η)
-    "ch01-best-constant-step": dict(ops=EIGENVALUES, allows="an eigenvalue routine",
+    # (it asks for no gradient: autograd there is a search for η); and the trace, a sum of the
+    # diagonal, as in ch02-max-stable-lr: 2/tr H is a wrong answer the checker names, not a
+    # shortcut
+    "ch01-best-constant-step": dict(ops=EIGENVALUES + ("trace",),
+                                    allows="an eigenvalue routine and torch.trace",
                                     no_autograd_because="this exercise asks for η* and ρ from the "
                                     "eigenvalues, not for a search for η by autograd"),
     # (the trace, a sum of the diagonal, as well: 2/tr H is a wrong answer, not a shortcut;

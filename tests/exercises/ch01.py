@@ -565,3 +565,15 @@ def step_by_ternary_search(H):   # a search on ρ(η) that stops at relative tol
 
 WRONG_ANSWERS["ch01-gradient-descent-loop"].append(gd_float32_items)
 WRONG_ANSWERS["ch01-best-constant-step"].append(step_by_ternary_search)
+
+
+def central_difference_float32_items(f, x, h):   # float32 (torch.tensor's default) as a float
+    return ((f(torch.tensor(x + h)) - f(torch.tensor(x - h))) / (2 * h)).item()
+
+
+def central_difference_float32_float(f, x, h):   # the same, through float()
+    return float((f(torch.tensor(x + h)) - f(torch.tensor(x - h))) / (2 * h))
+
+
+WRONG_ANSWERS["ch01-central-difference"] += [central_difference_float32_items,
+                                             central_difference_float32_float]
