@@ -273,11 +273,17 @@ def draw_graph(root, ax=None, show_grad=True, title=None):
                                 zorder=2, arrowprops=dict(arrowstyle="->", color="0.45", lw=1,
                                                           shrinkA=0, shrinkB=0))
                     continue
-                bend = 0.35 if c in v._prev[:k] else 0.0     # a child used twice: two arrows
-                ax.annotate("", xy=(ox - r * 0.9, y), xytext=(cx + w / 2, cy), zorder=2,
+                # a child used m times by one operation: m arrows, leaving its box at m heights
+                # and meeting the circle at m angles, each bowed away from the middle (two
+                # arrows between the same two points would lie on top of each other)
+                uses = [j for j, p in enumerate(v._prev) if p is c]
+                spread = uses.index(k) - (len(uses) - 1) / 2        # 0 for a single use
+                angle = 0.75 * spread
+                ax.annotate("", xy=(ox - 0.9 * r * math.cos(angle), y + 0.9 * r * math.sin(angle)),
+                            xytext=(cx + w / 2, cy + 0.2 * spread), zorder=2,
                             arrowprops=dict(arrowstyle="->", color="0.45", lw=1,
                                             shrinkA=0, shrinkB=0,
-                                            connectionstyle=f"arc3,rad={bend}"))
+                                            connectionstyle=f"arc3,rad={-0.4 * spread}"))
         ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h,
                                     boxstyle="round,pad=0.02,rounding_size=0.08",
                                     fc="#dbe9f6" if not v._prev else "white",

@@ -261,3 +261,19 @@ def test_sigmoid_inside_a_graph_matches_torch():
     tout.backward()
     assert out.data == pytest.approx(tout.item(), rel=1e-14)
     assert (a.grad, b.grad) == pytest.approx((ta.grad.item(), tb.grad.item()), rel=1e-12)
+
+
+def test_draw_graph_draws_a_child_used_twice_as_two_separate_arrows():
+    # chapter 4's read 9, L6: h * h drew its two arrows between the same two points, one on top
+    # of the other; they now leave the box at two heights and meet the circle at two angles
+    h = Value(0.5, label="h")
+    y = h * h
+    y.backward()
+    ax = draw_graph(y)
+    arrows = [a for a in ax.texts if a.get_text() == "" and hasattr(a, "xyann")]
+    left = min(a.xyann[0] for a in arrows)               # h's box: the leftmost starts
+    from_h = [a for a in arrows if a.xyann[0] == left]
+    assert len(from_h) == 2
+    (s0, e0), (s1, e1) = ((a.xyann, a.xy) for a in from_h)
+    assert abs(s0[1] - s1[1]) > 0.1 and abs(e0[1] - e1[1]) > 0.1
+    plt.close("all")

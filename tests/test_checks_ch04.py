@@ -13,7 +13,8 @@ from tests.exercises.ch04 import (sigmoid_by_richardson, sigmoid_by_richardson_w
                                   bigram_assigns, bigram_no_mean, bigram_no_onehot,
                                   bigram_grad_w_transposed, bigram_in_float32,
                                   bigram_sign_flipped, bigram_softmax_dim0, bigram_all_float32,
-                                  bigram_per_token_mean, bigram_batch_12, bigram_vocab_7)
+                                  bigram_per_token_mean, bigram_batch_12, bigram_vocab_7,
+                                  bigram_one_hot_without_num_classes)
 
 
 def sigmoid_reference(x, y, grad_y):
@@ -423,3 +424,41 @@ def test_bigram_special_softmax_is_allowed(seed, capsys):
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     checks.check_ch04_embedding_cross_entropy_backward(bigram_special, generator=generator)
     assert "✅ ch04-embedding-cross-entropy-backward: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2, 1000, 1001, 1002])
+def test_bigram_one_hot_without_num_classes_fails_on_every_draw_and_names_num_classes(seed):
+    # read 9, M2: F.one_hot(targets) has max(targets) + 1 columns; it passed whenever both cases
+    # had the last token V − 1 among their targets (the notebook's inputs, and 16 of 20 grader
+    # draws), and failed on the others with a bare shape error. Case 1 now leaves V − 1 out of
+    # the targets, so it fails on every draw, with num_classes named (1000..1002: draws it passed)
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch04_embedding_cross_entropy_backward(bigram_one_hot_without_num_classes,
+                                                           generator=generator)
+    assert "num_classes" in failure.value.message, failure.value.message
+
+
+def test_bigram_inputs_leave_the_last_token_out_of_case_1s_targets():
+    from mathref.checks.ch04 import _bigram_inputs
+    from mathref.checks.core import _CALLER
+    for generator_seed in (None, *range(20)):
+        _CALLER.append(None if generator_seed is None
+                       else torch.Generator().manual_seed(generator_seed))
+        try:
+            ids, targets, E, _ = _bigram_inputs(1, case=1)
+        finally:
+            _CALLER.pop()
+        assert int(targets.max()) < E.shape[0] - 1 and int(ids.max()) < E.shape[0] - 1
+
+
+def test_a_shape_error_unrelated_to_the_targets_is_not_blamed_on_num_classes():
+    def bigram_wrong_shape(ids, targets, E, W):      # X̄ = Z̄W: a shape error on every input
+        X = E[ids]
+        Z_bar = (torch.softmax(X @ W, dim=1)
+                 - torch.nn.functional.one_hot(targets, W.shape[1]).double()) / len(ids)
+        return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W), X.T @ Z_bar
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch04_embedding_cross_entropy_backward(bigram_wrong_shape)
+    assert "num_classes" not in failure.value.message
+    assert "your code raised RuntimeError" in failure.value.message

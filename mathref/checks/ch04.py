@@ -432,17 +432,41 @@ def _bigram_inputs(seed, case=0):
     """Token ids with repeats (two of them forced) and one token of the vocabulary left out, so
     that a summed row, a single row and a zero row are all checked. The sizes V, d and B are
     drawn too, from ranges that differ between case 0 and case 1 (V in 5..7 or 8..10, B in 8..12
-    or 13..18): a constant written for one vocabulary or batch size fails on the other case."""
+    or 13..18): a constant written for one vocabulary or batch size fails on the other case.
+    In case 1 the last token V − 1 is never a target either: a one-hot that takes its width
+    from the targets (``F.one_hot(targets)`` without ``num_classes``) is then one column short
+    on every draw, not only on the draws where no target happens to be V − 1."""
     gen = rng(seed)
     V = integer(gen, 5, 8) if case == 0 else integer(gen, 8, 11)
     B = integer(gen, 8, 13) if case == 0 else integer(gen, 13, 19)
     d = integer(gen, 2, 5)
     ids = torch.randint(0, V - 1, (B,), generator=gen)            # token V − 1 never occurs
     ids[B - 1], ids[B - 2] = ids[0], ids[1]                        # at least one repeated token
-    targets = torch.randint(0, V, (B,), generator=gen)
+    targets = torch.randint(0, V if case == 0 else V - 1, (B,), generator=gen)
     E = torch.randn(V, d, generator=gen, dtype=torch.float64)
     W = torch.randn(d, V, generator=gen, dtype=torch.float64)
     return ids, targets, E, W
+
+
+def _expect_width_from_vocabulary(by_hand, err, ids, targets, E, W, seed):
+    """Name ``num_classes`` when ``err`` came on inputs where no target is the last token V − 1
+    and the same answer runs once one target is V − 1: its one-hot took its width from the
+    targets (``F.one_hot(targets)`` makes max(targets) + 1 columns), not from the vocabulary."""
+    V = E.shape[0]
+    if bool((targets == V - 1).any()):
+        return
+    with_last = targets.clone()
+    with_last[0] = V - 1
+    try:
+        by_hand(ids.clone(), with_last, E.clone(), W.clone())
+    except Exception:      # (CheckFailure included: the original error is then what is told)
+        return
+    raise CheckFailure(
+        f"your code raised {type(err).__name__} ({err}) on inputs where no target is the last "
+        f"token V − 1 = {V - 1} (seed {seed}), and runs once one target is: its one-hot has "
+        f"max(targets) + 1 columns, fewer than V = {V}. F.one_hot(targets) takes its width "
+        f"from the largest target; give it the vocabulary's size, "
+        f"F.one_hot(targets, num_classes=V) with V = E.shape[0]")
 
 
 _BIGRAM_BECAUSE = ("bigram_backward must apply the chain rule itself: softmax minus one-hot for "
@@ -466,7 +490,13 @@ def check_ch04_embedding_cross_entropy_backward(bigram_backward):
     for seed in (0, 1):
         ids, targets, E, W = _bigram_inputs(seed, case=seed)
         B, V = len(ids), E.shape[0]
-        got = by_hand(ids.clone(), targets.clone(), E.clone(), W.clone())
+        try:
+            got = by_hand(ids.clone(), targets.clone(), E.clone(), W.clone())
+        except CheckFailure:
+            raise
+        except Exception as err:
+            _expect_width_from_vocabulary(by_hand, err, ids, targets, E, W, seed)
+            raise
         expect(isinstance(got, (tuple, list)) and len(got) == 2,
                "return two tensors: (grad_E, grad_W)")
         El, Wl = E.clone().requires_grad_(True), W.clone().requires_grad_(True)

@@ -536,10 +536,16 @@ def bigram_vocab_7(ids, targets, E, W):        # the notebook's old V = 7 writte
     return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), X.T @ Z_bar
 
 
+def bigram_one_hot_without_num_classes(ids, targets, E, W):   # width max(targets) + 1, not V
+    X = E[ids]
+    Z_bar = (torch.softmax(X @ W, dim=1) - torch.nn.functional.one_hot(targets)) / len(ids)
+    return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), X.T @ Z_bar
+
+
 WRONG_ANSWERS["ch04-embedding-cross-entropy-backward"] = [
     bigram_assigns, bigram_no_mean, bigram_no_onehot, bigram_grad_w_transposed, bigram_in_float32,
     bigram_sign_flipped, bigram_softmax_dim0, bigram_all_float32, bigram_per_token_mean,
-    bigram_batch_12, bigram_vocab_7]
+    bigram_batch_12, bigram_vocab_7, bigram_one_hot_without_num_classes]
 SHORTCUTS["ch04-embedding-cross-entropy-backward"] = [
     # autograd through F.cross_entropy
     "import torch\n"
