@@ -8,8 +8,8 @@ import torch
 from mathref import checks
 from mathref.checks import ExerciseCheckFailed
 from tests.exercises.ch13 import (block_in_float32, block_parallel, block_parallel_norm2,
-                                  dff_always_equal, dff_as_float, dff_float_ceil,
-                                  dff_floor_rounded_up)
+                                  cross_transposed, cross_transposed_v_o, dff_always_equal,
+                                  dff_as_float, dff_float_ceil, dff_floor_rounded_up)
 
 
 def test_pre_norm_block_in_float32_is_rejected_for_its_dtype():
@@ -96,3 +96,14 @@ def test_swiglu_width_names_a_non_float_type_it_refuses():
     with pytest.raises(ExerciseCheckFailed, match="not Fraction") as err:
         checks.check_ch13_swiglu_width(lambda d, m: Fraction(-(-8 * d // (3 * m)) * m))
     assert "float" not in err.value.message
+
+
+@pytest.mark.parametrize("answer, where", [(cross_transposed, "attention weights differ"),
+                                           (cross_transposed_v_o, "the weights are right")])
+def test_cross_attention_names_the_transposed_weights(answer, where):
+    # the twelfth read's L1: y @ W_q.T (nn.Linear's convention, used in section 13.4) was told
+    # to check the scale, the head split and the mask, none of which was the cause
+    with pytest.raises(ExerciseCheckFailed, match=where) as err:
+        checks.check_ch13_cross_attention(answer)
+    assert "nn.Linear" in err.value.message and "xW" in err.value.message
+    assert "head split" not in err.value.message

@@ -239,15 +239,32 @@ def check_ch13_pre_norm_block(pre_norm_block):
     return "x + Attn(Norm₁(x)), then x + FFN(Norm₂(x))"
 
 
+_TRANSPOSED = ("the four matrices are used as xW (y @ W_q, memory @ W_k, memory @ W_v, … @ W_o), "
+               "not as xWᵀ, the way nn.Linear applies the weight it stores")
+
+
+def _cross_output_diagnosis(out, weights, memory, W, H):
+    """Why the output is off when the weights are right: W_v or W_o used as xWᵀ."""
+    B, T, d = out.shape
+    S = memory.shape[1]
+    for W_v, W_o in ((W[2].T, W[3].T), (W[2].T, W[3]), (W[2], W[3].T)):
+        v = (memory @ W_v).view(B, S, H, d // H).transpose(1, 2)
+        if torch.allclose(out, (weights @ v).transpose(1, 2).reshape(B, T, d) @ W_o,
+                          rtol=1e-9, atol=1e-12):
+            return f" ({_TRANSPOSED})"
+    return " (values from the memory, heads concatenated, then W_o)"
+
+
 def _cross_weights_diagnosis(weights, y, memory, W, H, allowed):
     """Why the weights are off, when they are those of a common mistake."""
     B, T, d = y.shape
     S, d_k = memory.shape[1], d // H
     blocked = ~allowed[:, None, None, :]
 
-    def weights_with(scale=d_k, split=(H, d_k), causal=False):
-        q = (y @ W[0]).view(B, T, *split)
-        k = (memory @ W[1]).view(B, S, *split)
+    def weights_with(scale=d_k, split=(H, d_k), causal=False, transposed=False):
+        W_q, W_k = (W[0].T, W[1].T) if transposed else (W[0], W[1])
+        q = (y @ W_q).view(B, T, *split)
+        k = (memory @ W_k).view(B, S, *split)
         if split != (H, d_k):                     # [B, L, d_k, H]: heads interleaved
             q, k = q.transpose(-1, -2), k.transpose(-1, -2)
         scores = q.transpose(1, 2) @ k.permute(0, 2, 3, 1) / scale ** 0.5
@@ -260,7 +277,8 @@ def _cross_weights_diagnosis(weights, y, memory, W, H, allowed):
                                     "may attend to every real source position"),
                 (dict(scale=d), "the scale is 1/√d_k with d_k = d / n_heads, not 1/√d"),
                 (dict(split=(d_k, H)), "head h owns the consecutive columns h·d_k … (h+1)·d_k − 1: "
-                                       "split with view(B, L, n_heads, d_k)"))
+                                       "split with view(B, L, n_heads, d_k)"),
+                (dict(transposed=True), _TRANSPOSED))
     for options, why in mistakes:
         if torch.allclose(weights, weights_with(**options), rtol=1e-9, atol=1e-12):
             return f" ({why})"
@@ -328,6 +346,7 @@ def check_ch13_cross_attention(cross_attention):
         expect(tuple(out.shape) == (B, T, d), f"{case}: out must have shape {(B, T, d)}, got "
                f"{tuple(out.shape)}")
         err = (out - want_out).abs().max().item()
-        expect(err < 1e-9, f"{case}: the weights are right but the output differs by up to "
-               f"{err:.3g} (values from the memory, heads concatenated, then W_o)")
+        if not err < 1e-9:
+            raise CheckFailure(f"{case}: the weights are right but the output differs by up to "
+                               f"{err:.3g}" + _cross_output_diagnosis(out, weights, memory, W, H))
     return "Q from the decoder, K and V from the memory, T × S weights, padding masked"

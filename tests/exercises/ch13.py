@@ -68,8 +68,11 @@ def block_norm_on_stream(x, attn, ffn, norm1, norm2):
 
 
 def _cross(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed, causal=False, scale_d=False,
-           kv_from_y=False, no_mask=False, interleave=False):
+           kv_from_y=False, no_mask=False, interleave=False, transposed=""):
     B, T, d = y.shape
+    # the nn.Linear convention x Wᵀ for the matrices named in `transposed` ("qkvo")
+    W_q, W_k, W_v, W_o = (W.T if name in transposed else W
+                          for W, name in zip((W_q, W_k, W_v, W_o), "qkvo"))
     src = y if kv_from_y else memory
     S, d_k = src.shape[1], d // n_heads
 
@@ -108,6 +111,14 @@ def cross_interleaved_heads(*args):
     return _cross(*args, interleave=True)        # view(B, L, d_k, H): heads interleaved
 
 
+def cross_transposed(*args):
+    return _cross(*args, transposed="qkvo")      # x Wᵀ, as nn.Linear stores its weight
+
+
+def cross_transposed_v_o(*args):
+    return _cross(*args, transposed="vo")        # the same for the values and the output only
+
+
 WRONG_ANSWERS = {
     "ch13-shift-right": [shift_roll, shift_without_dropping, shift_left],
     "ch13-swiglu-width": [dff_four_d, dff_rounded_down, dff_not_rounded],
@@ -115,7 +126,7 @@ WRONG_ANSWERS = {
     "ch13-pre-norm-block": [block_post_norm, block_no_residual, block_norm_reused,
                             block_norm_on_stream],
     "ch13-cross-attention": [cross_causal, cross_scale_d, cross_self, cross_unmasked,
-                             cross_interleaved_heads],
+                             cross_interleaved_heads, cross_transposed, cross_transposed_v_o],
 }
 
 
@@ -302,6 +313,21 @@ SHORTCUTS = {
         + _CROSS_HEADS +
         "    out = torch.ops.aten.scaled_dot_product_attention.default(q, k, v, attn_mask=mask)\n"
         "    weights = (q @ k.transpose(-1, -2) / d_k ** 0.5).masked_fill(~mask, -1e30).softmax(-1)\n"
+        "    return out.transpose(1, 2).reshape(B, T, d) @ W_o, weights\n",
+        # chapter 9's soft lookup, softmax(qKᵀ/τ)V, per (batch, head) over the real keys (the
+        # twelfth read's M1: the grader scored it 5/5 before its worker applied the gate)
+        "import math\n"
+        "import torch\n"
+        "from mathref.similarity import soft_lookup\n\n"
+        "def cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed):\n"
+        + _CROSS_HEADS +
+        "    out = torch.zeros_like(q)\n"
+        "    weights = q.new_zeros(B, n_heads, T, S)\n"
+        "    for b in range(B):\n"
+        "        m = src_allowed[b]\n"
+        "        for h in range(n_heads):\n"
+        "            o, w = soft_lookup(q[b, h], k[b, h][m], v[b, h][m], math.sqrt(d_k))\n"
+        "            out[b, h], weights[b, h][:, m] = o, w\n"
         "    return out.transpose(1, 2).reshape(B, T, d) @ W_o, weights\n",
     ],
 }
