@@ -129,3 +129,55 @@ def test_rope_half_float32_angles_message_reports_an_error_above_the_tolerance()
     from mathref.checks.core import CheckFailure
     with pytest.raises(CheckFailure, match=r"right only to 1\.5e-09 \(float64 needs 1e-9\)"):
         ch12._expect_float64_angles(1.48e-9, "rope_half_split")           # .1g would print 1e-09
+
+
+def test_sinusoidal_entry_allows_pytorch_complex_numbers():
+    """Chapter 12's twelfth read, L1: the statement allows PyTorch, but sin a as
+    torch.polar(1, a).imag or torch.exp(1j * a).imag (correct, float64) was refused, the second
+    naming aten.view_as_real, which .imag runs unseen. PyTorch's complex numbers now pass;
+    cmath stays refused, as the statement says (test above)."""
+    import math
+
+    def via_polar(p, j, d):
+        angle = torch.tensor(p / 10000 ** (2 * (j // 2) / d), dtype=torch.float64)
+        z = torch.polar(torch.ones_like(angle), angle)
+        return (z.imag if j % 2 == 0 else z.real).item()
+
+    def via_exp(p, j, d):
+        angle = torch.tensor(p, dtype=torch.float64) / 10000 ** (2 * (j // 2) / d)
+        z = torch.exp(1j * angle)
+        return float(z.imag if j % 2 == 0 else z.real)
+
+    for answer in (via_polar, via_exp):
+        checks.check_ch12_sinusoidal_entry(answer)
+    assert abs(via_exp(999, 3, 8) - math.cos(999 / 10)) < 1e-12          # 10000^(2/8) = 10
+
+
+def test_alibi_matrix_refuses_pytorch_causal_mask_and_a_list():
+    """Chapter 12's twelfth read, L2 and L3: the statement refuses chapter 11's causal_mask (build
+    the mask yourself) and asks for a float tensor; PyTorch's ready-made causal mask
+    (nn.Transformer.generate_square_subsequent_mask, as chapter 11's exercise refuses it) and a
+    list of lists both passed. Both fail now, each with its reason."""
+    from torch import nn
+    from torch.nn.modules import transformer
+
+    def distance(slope, T):
+        pos = torch.arange(T, dtype=torch.float64)
+        return -slope * (pos[:, None] - pos[None, :])
+
+    def via_transformer_mask(slope, T):
+        return distance(slope, T) + nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.float64)
+
+    def via_private_mask(slope, T):
+        return distance(slope, T) + transformer._generate_square_subsequent_mask(T, dtype=torch.float64)
+
+    def as_list(slope, T):
+        return distance(slope, T).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1),
+                                              float("-inf")).tolist()
+
+    with pytest.raises(ExerciseCheckFailed, match="generate_square_subsequent_mask"):
+        checks.check_ch12_alibi_matrix(via_transformer_mask)
+    with pytest.raises(ExerciseCheckFailed, match="_generate_square_subsequent_mask"):
+        checks.check_ch12_alibi_matrix(via_private_mask)
+    with pytest.raises(ExerciseCheckFailed, match="expected a float tensor, got list"):
+        checks.check_ch12_alibi_matrix(as_list)

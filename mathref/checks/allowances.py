@@ -158,6 +158,9 @@ ALLOWANCES = {
         allows="torch.softmax and F.scaled_dot_product_attention for each head"),
     # a width rounded up from 8d/3: exact fractions are a fair way to round
     "ch13-swiglu-width": dict(modules=("fractions",), allows="exact fractions"),
+    # sin a and cos a as the parts of exp(i·a): the statement allows PyTorch, its complex
+    # numbers included (.real and .imag run view_as_real); cmath, a C module, stays refused
+    "ch12-sinusoidal-entry": dict(ops=COMPLEX, allows="PyTorch's complex numbers"),
     # rotations as complex multiplication
     "ch12-rope-half": dict(ops=COMPLEX,
                            mathref=POSITIONS, allows="complex numbers and mathref.positions"),

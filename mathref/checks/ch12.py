@@ -54,8 +54,12 @@ def check_ch12_sinusoidal_entry(sinusoidal_entry):
     return "sin and cos of pair i share the frequency 10000^(−2i/d)"
 
 
-@exercise("ch12-alibi-matrix", forbid=("mathref.positions.alibi_bias",),
-          because="alibi_matrix builds the bias from its definition")
+@exercise("ch12-alibi-matrix",
+          forbid=("mathref.positions.alibi_bias",
+                  # PyTorch's ready-made causal mask, as in ch11-causal-mask
+                  "torch.nn.Transformer.generate_square_subsequent_mask",
+                  "torch.nn.modules.transformer._generate_square_subsequent_mask"),
+          because="alibi_matrix builds the bias and its mask from the definition")
 def check_ch12_alibi_matrix(alibi_matrix):
     """alibi_matrix(slope, T): [T, T], −slope·(i − j) for j ≤ i and −inf for j > i."""
     expect_callable(alibi_matrix, "alibi_matrix(slope, T)")
@@ -66,7 +70,10 @@ def check_ch12_alibi_matrix(alibi_matrix):
     for slope, T in ((0.5, 4), (1 / 16, 6), (0.25, 1), (2.0 ** -integer(gen, 0, 9), integer(gen, 2, 9)),
                      (2.0 ** -(integer(gen, 0, 8) + 0.5), integer(gen, 5, 12))):
         answer = alibi_matrix(slope, T)
-        got = torch.as_tensor(answer, dtype=torch.float64)
+        expect(isinstance(answer, torch.Tensor) and answer.is_floating_point(),
+               f"slope={slope}, T={T}: expected a float tensor, got "
+               f"{getattr(answer, 'dtype', type(answer).__name__)}")
+        got = answer.to(torch.float64)
         expect(tuple(got.shape) == (T, T), f"slope={slope}, T={T}: expected shape {(T, T)}, "
                                            f"got {tuple(got.shape)}")
         rtol = 1e-12 if math.log2(slope).is_integer() else 1e-6

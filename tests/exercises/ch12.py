@@ -190,6 +190,12 @@ SHORTCUTS = {
         "def alibi_matrix(slope, T):\n"
         "    distance = -alibi_bias(1, T, dtype=torch.float64)[0] / 2 ** -8\n"
         "    return -slope * distance\n",
+        # PyTorch's ready-made causal mask (refused as in ch11-causal-mask)
+        "import torch\n\n"
+        "def alibi_matrix(slope, T):\n"
+        "    pos = torch.arange(T, dtype=torch.float64)\n"
+        "    mask = torch.nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.float64)\n"
+        "    return -slope * (pos[:, None] - pos[None, :]) + mask\n",
     ],
     # no library function permutes the rows: the shortcut is probing candidate orders with
     # mathref's RoPE, which section 12.6's identity suggests
