@@ -253,3 +253,15 @@ def test_perplexity_base_two_of_nats_is_named(seed):
 def test_perplexity_mean_of_exp_is_named(seed):
     with pytest.raises(ExerciseCheckFailed, match=r"mean of the per-token e\^NLL"):
         checks.check_ch05_perplexity(lambda nlls: nlls.exp().mean(), generator=generator(seed))
+
+
+# the thirteenth read (2026-11-30), L-ex1: on the uniform case every e^NLL is 65, so the mean of
+# e^NLL equals the right answer there and cannot be the slip; a float32 answer was told it was
+@pytest.mark.parametrize("answer", [lambda nlls: torch.exp(nlls.float().mean()),
+                                    lambda nlls: float(torch.exp(nlls.float().mean()))])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_float32_perplexity_is_not_told_it_averaged_the_exps(answer, seed):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch05_perplexity(answer, generator=generator(seed))
+    assert "mean of the per-token e^NLL" not in failure.value.message, failure.value.message
+    assert "float32" in failure.value.message, failure.value.message
