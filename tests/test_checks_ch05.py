@@ -194,6 +194,28 @@ def test_ce_gradient_refuses_log_softmax_as_its_statement_says():
     assert "log_softmax(logits, 1).exp()" in statement
 
 
+def test_ce_gradient_refuses_logsumexp_and_its_statement_says_so():
+    # the thirteenth read (2026-11-30), L-ex2: p = exp(z − logsumexp z) is log_softmax by hand;
+    # the check refuses it (the allowance is softmax and one_hot) and the statement must say so
+    def via_logsumexp(logits, targets, label_smoothing=0.0, ignore_index=-100):
+        N, V = logits.shape
+        real = targets != ignore_index
+        p = torch.exp(logits - torch.logsumexp(logits, 1, keepdim=True))
+        y = F.one_hot(torch.where(real, targets, 0), V).to(logits.dtype)
+        q = (1 - label_smoothing) * y + label_smoothing / V
+        return (p - q) * real[:, None] / real.sum()
+
+    with pytest.raises(ExerciseCheckFailed, match="logsumexp"):
+        checks.check_ch05_ce_gradient(via_logsumexp)
+    import json
+    import pathlib
+    notebook = pathlib.Path(__file__).resolve().parents[1] / "notebooks" / "05_losses.ipynb"
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    statement = next("".join(c["source"]) for c in cells if ":label: ch05-ce-gradient" in "".join(c["source"]))
+    assert "`logsumexp` are refused" in statement
+    assert "torch.logsumexp(logits, 1, keepdim=True)" in statement
+
+
 # the sixth read (2026-11-29): a shift above the maximum sends every exp to 0, and the message
 # must say underflow there (log 0 = −inf), not overflow; a naive log(softmax) in ch05-lm-loss
 # gets a hint naming log_softmax
