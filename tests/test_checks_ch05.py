@@ -194,6 +194,28 @@ def test_ce_gradient_refuses_log_softmax_as_its_statement_says():
     assert "log_softmax(logits, 1).exp()" in statement
 
 
+def test_ce_gradient_refuses_logsumexp_and_its_statement_says_so():
+    # the thirteenth read (2026-11-30), L-ex2: p = exp(z − logsumexp z) is log_softmax by hand;
+    # the check refuses it (the allowance is softmax and one_hot) and the statement must say so
+    def via_logsumexp(logits, targets, label_smoothing=0.0, ignore_index=-100):
+        N, V = logits.shape
+        real = targets != ignore_index
+        p = torch.exp(logits - torch.logsumexp(logits, 1, keepdim=True))
+        y = F.one_hot(torch.where(real, targets, 0), V).to(logits.dtype)
+        q = (1 - label_smoothing) * y + label_smoothing / V
+        return (p - q) * real[:, None] / real.sum()
+
+    with pytest.raises(ExerciseCheckFailed, match="logsumexp"):
+        checks.check_ch05_ce_gradient(via_logsumexp)
+    import json
+    import pathlib
+    notebook = pathlib.Path(__file__).resolve().parents[1] / "notebooks" / "05_losses.ipynb"
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    statement = next("".join(c["source"]) for c in cells if ":label: ch05-ce-gradient" in "".join(c["source"]))
+    assert "`logsumexp` are refused" in statement
+    assert "torch.logsumexp(logits, 1, keepdim=True)" in statement
+
+
 # the sixth read (2026-11-29): a shift above the maximum sends every exp to 0, and the message
 # must say underflow there (log 0 = −inf), not overflow; a naive log(softmax) in ch05-lm-loss
 # gets a hint naming log_softmax
@@ -253,3 +275,15 @@ def test_perplexity_base_two_of_nats_is_named(seed):
 def test_perplexity_mean_of_exp_is_named(seed):
     with pytest.raises(ExerciseCheckFailed, match=r"mean of the per-token e\^NLL"):
         checks.check_ch05_perplexity(lambda nlls: nlls.exp().mean(), generator=generator(seed))
+
+
+# the thirteenth read (2026-11-30), L-ex1: on the uniform case every e^NLL is 65, so the mean of
+# e^NLL equals the right answer there and cannot be the slip; a float32 answer was told it was
+@pytest.mark.parametrize("answer", [lambda nlls: torch.exp(nlls.float().mean()),
+                                    lambda nlls: float(torch.exp(nlls.float().mean()))])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_float32_perplexity_is_not_told_it_averaged_the_exps(answer, seed):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch05_perplexity(answer, generator=generator(seed))
+    assert "mean of the per-token e^NLL" not in failure.value.message, failure.value.message
+    assert "float32" in failure.value.message, failure.value.message

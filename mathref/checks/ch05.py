@@ -163,16 +163,21 @@ def check_ch05_perplexity(perplexity_from_nlls):
 
 
 def _perplexity_hint(got, nlls):
-    """Which of section 5.11's two classic wrong perplexities ``got`` is, if any."""
+    """Which of section 5.11's two classic wrong perplexities ``got`` is, if any. A slip whose
+    value equals the right one on these NLLs (every e^NLL the same: the mean of e^NLL is e^mean)
+    is not named: the answer's error lies elsewhere (float32 rounding, say)."""
     try:
         value = float(got)
     except (TypeError, ValueError, RuntimeError):
         return ""
+    right = math.exp(nlls.mean().item())
     wrong = [(2 ** nlls.mean().item(), "that is 2 to the mean NLL, but the NLLs are in nats: "
                                        "e^H with H in nats (or 2^H with H in bits)"),
              (nlls.exp().mean().item(), "that is the mean of the per-token e^NLL: average the "
                                         "NLLs first, then take exp once")]
     for other, why in wrong:
+        if abs(other - right) <= 1e-9 * right:
+            continue
         if math.isfinite(value) and abs(value - other) <= 1e-6 * abs(other):
             return f" ({why})"
     return ""

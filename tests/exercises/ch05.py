@@ -481,3 +481,70 @@ WRONG_ANSWERS["ch05-logsumexp"] += [lse_shift_by_larger_end, lse_shift_by_first_
                                     lse_shift_by_mean_of_rest_with_table,
                                     lse_naive_in_long_double, lse_naive_long_double_loop,
                                     lse_stable_numpy_scalars]
+
+
+# ---------------------------------------------------------------- the thirteenth read's attacks (2026-11-30, M1)
+# the same library log-sum-exp, softmax or log-softmax reached by other names; the trusted grader
+# accepted these before its worker applied each exercise's gate (they must stay refused in both)
+SHORTCUTS["ch05-logsumexp"] += [
+    "import torch\n\n"                                             # softmax's other name, at argmax
+    "def stable_logsumexp(x):\n"
+    "    k = x.argmax()\n"
+    "    return x[k] - torch.log(torch.special.softmax(x, 0)[k])\n",
+    "import torch.nn.functional as F\n\n"                          # softmin(−x) = softmax(x)
+    "def stable_logsumexp(x):\n"
+    "    k = x.argmax()\n"
+    "    return x[k] - torch.log(F.softmin(-x, 0)[k])\n",
+    "import math\nimport torch\n\n"                                # the base-2 pairwise fold
+    "def stable_logsumexp(x):\n"
+    "    y = x / math.log(2)\n"
+    "    acc = y[0]\n"
+    "    for v in y[1:]:\n"
+    "        acc = torch.logaddexp2(acc, v)\n"
+    "    return acc * math.log(2)\n",
+    "import torch\nimport torch.nn.functional as F\n\n"            # softplus(v − a) = log(1 + e^(v−a))
+    "def stable_logsumexp(x):\n"
+    "    y = x.double()\n"
+    "    acc = y[0]\n"
+    "    for v in y[1:]:\n"
+    "        acc = acc + F.softplus(v - acc)\n"
+    "    return acc.to(x.dtype) if x.dtype == torch.float64 else acc\n",
+    "import torch.nn.functional as F\n\n"                          # −logsigmoid(a − v), the same pair
+    "def stable_logsumexp(x):\n"
+    "    y = x.double()\n"
+    "    acc = y[0]\n"
+    "    for v in y[1:]:\n"
+    "        acc = acc - F.logsigmoid(acc - v)\n"
+    "    return acc\n",
+]
+SHORTCUTS["ch05-ce-gradient"] += [
+    "import torch\nimport torch.nn.functional as F\n\n"            # the statement's own example
+    "def ce_gradient(logits, targets, label_smoothing=0.0, ignore_index=-100):\n"
+    "    N, V = logits.shape\n"
+    "    real = targets != ignore_index\n"
+    "    p = torch.log_softmax(logits, 1).exp()\n"
+    "    y = F.one_hot(torch.where(real, targets, 0), V).to(logits.dtype)\n"
+    "    q = (1 - label_smoothing) * y + label_smoothing / V\n"
+    "    return (p - q) * real[:, None] / real.sum()\n",
+    "import torch\nimport torch.nn.functional as F\n\n"            # log-softmax by logsumexp: named too
+    "def ce_gradient(logits, targets, label_smoothing=0.0, ignore_index=-100):\n"
+    "    N, V = logits.shape\n"
+    "    real = targets != ignore_index\n"
+    "    p = torch.exp(logits - torch.logsumexp(logits, 1, keepdim=True))\n"
+    "    y = F.one_hot(torch.where(real, targets, 0), V).to(logits.dtype)\n"
+    "    q = (1 - label_smoothing) * y + label_smoothing / V\n"
+    "    return (p - q) * real[:, None] / real.sum()\n",
+]
+SHORTCUTS["ch05-lm-loss"] += [
+    "import torch\nimport torch.nn.functional as F\n\n"            # KL to a one-hot target = NLL
+    "def lm_loss(logits, targets, pad_id):\n"
+    "    V = logits.shape[-1]\n"
+    "    r = targets != pad_id\n"
+    "    return F.kl_div(torch.log_softmax(logits, -1)[r], F.one_hot(targets, V).double()[r],\n"
+    "                    reduction='sum') / r.sum()\n",
+    "import torch\n\n"                                             # a ready-made distribution's log_prob
+    "def lm_loss(logits, targets, pad_id):\n"
+    "    lp = torch.distributions.Categorical(logits=logits).log_prob(targets)\n"
+    "    r = targets != pad_id\n"
+    "    return -lp[r].sum() / r.sum()\n",
+]
