@@ -127,3 +127,37 @@ def test_inverted_dropout_names_nan_at_p_one(capsys):
     with pytest.raises(ExerciseCheckFailed) as failure:
         CHECKS["ch07-inverted-dropout"](wrong.dropout_nan_at_p_one)
     assert "p=1" in failure.value.message and "NaN" in failure.value.message
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+@pytest.mark.parametrize("name, words", [
+    ("dropout_scales_positive_survivors", "on the negative entries"),
+    ("dropout_drops_negatives", "negative entries of x should be zeroed"),
+    ("dropout_never_drops_negatives", "negative entries of x should be zeroed"),
+    ("dropout_p_in_tenths", "should be zeroed")])
+def test_inverted_dropout_refuses_sign_dependent_and_rounded_masks_on_fresh_inputs(
+        name, words, seed, capsys):
+    """Eleventh read, M1 and L1: with all-positive inputs a dropout wrong on negative entries
+    passed, and with p only 0.1, 0.5, 0.8 a keep probability rounded to tenths did; under the
+    grader's generator too."""
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](getattr(wrong, name),
+                                        generator=torch.Generator().manual_seed(seed))
+    assert words in failure.value.message
+
+
+def test_inverted_dropout_names_state_kept_between_calls(capsys):
+    """Eleventh read: antithetic masks on alternate calls (u, then 1 − u) were refused with a
+    message that named only NumPy's and Python's generators."""
+    calls = []
+
+    def antithetic(x, p):
+        if p == 1:
+            return torch.zeros_like(x)
+        calls.append(None)
+        u = torch.rand(x.shape, dtype=x.dtype)
+        return x * ((u if len(calls) % 2 else 1 - u) >= p) / (1 - p)
+
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](antithetic)
+    assert "keeps state from one call to the next" in failure.value.message

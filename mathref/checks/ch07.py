@@ -180,30 +180,60 @@ def check_ch07_inverted_dropout(inverted_dropout):
     expect(torch.equal(*outputs),
            "p=0.5: after the same torch.manual_seed your two masks differ: the mask is not drawn "
            "from torch's generator (NumPy's np.random or Python's random ignore torch.manual_seed, "
-           "so a seeded run does not repeat). Draw it with torch.rand(x.shape)")
+           "so a seeded run does not repeat), or your function keeps state from one call to the "
+           "next (a counter, a stored mask). Draw it with torch.rand(x.shape) on every call")
     n = 200_000
-    for p in (0.1, 0.5, 0.8):
-        x = torch.rand(n, dtype=torch.float64) + 0.5   # all entries in [0.5, 1.5): none is 0
+    # p: three fixed values and two drawn by the case's generator, a quarter to three quarters of
+    # the way between two tenths (a keep probability rounded to tenths is off by 0.025 or more
+    # there, four times the zero-fraction tolerance)
+    gen = rng(5)
+    drawn = ((integer(gen, 1, 5) + uniform(gen, 0.25, 0.75)) / 10,
+             (integer(gen, 5, 9) + uniform(gen, 0.25, 0.75)) / 10)
+    for p in (0.1, 0.5, 0.8) + drawn:
+        # signed entries, |x| in [0.5, 1.5): none is 0, half are negative, as the activations
+        # that dropout meets in a network (a mask or a scale that looks at the sign is wrong)
+        sign = 2 * torch.randint(0, 2, (n,), dtype=torch.float64) - 1
+        x = sign * (torch.rand(n, dtype=torch.float64) + 0.5)
         y = _dropout_output(inverted_dropout, x, p)
-        zero = (y == 0).double().mean().item()
-        tol = 6 * math.sqrt(p * (1 - p) / n)
+        parts = {"positive": x > 0, "negative": x < 0}
+        zero = {name: (y[part] == 0).double().mean().item() for name, part in parts.items()}
+        tol = 6 * math.sqrt(p * (1 - p) / min(part.sum().item() for part in parts.values()))
+        wrong = [name for name in parts if abs(zero[name] - p) >= tol]
+        if len(wrong) == 1:
+            other = "negative" if wrong[0] == "positive" else "positive"
+            expect(False, f"p={p:.4g}: a fraction p of the {wrong[0]} entries of x should be "
+                          f"zeroed too, got {zero[wrong[0]]:.4f} (of the {other} ones "
+                          f"{zero[other]:.4f}): the mask must not depend on the sign of x")
+        overall = (y == 0).double().mean().item()
         hint = (" (p is the probability of dropping an entry: keep it when rand ≥ p)"
-                if abs(zero - (1 - p)) < tol else "")
-        expect(abs(zero - p) < tol, f"p={p}: a fraction p of the entries should be zeroed "
-                                    f"(on average), got {zero:.4f}{hint}")
+                if abs(overall - (1 - p)) < tol else "")
+        expect(not wrong, f"p={p:.4g}: a fraction p of the entries should be zeroed "
+                          f"(on average), got {overall:.4f}{hint}")
         kept = y != 0
-        ratio = (y[kept][:1] / x[kept][:1]).item()
+        right = torch.isclose(y, x / (1 - p), rtol=1e-9, atol=0) | ~kept
+        first = (~right).nonzero()[:1].flatten().tolist() or [kept.nonzero()[0].item()]
+        ratio = (y[first[0]] / x[first[0]]).item()
+        by_sign = {name: bool(right[part].all()) for name, part in parts.items()}
         hint = (" (that multiplies by 1 − p: divide by it, so that E[y] = x)"
                 if abs(ratio - (1 - p)) < 1e-9 else
-                " (the kept entries must be scaled up by 1/(1 − p))" if abs(ratio - 1) < 1e-9 else
+                " (the kept entries must be scaled up by 1/(1 − p))" if abs(ratio - 1) < 1e-9 and
+                not any(by_sign.values()) else
                 " (your scale 1/(1 − p) was rounded to float32 (a float32 mask divided by 1 − p, "
                 "or torch.tensor without dtype): compute it in x's dtype)"
                 if torch.allclose(y[kept], x[kept] / (1 - p), rtol=1e-6, atol=0) else "")
-        expect(torch.allclose(y[kept], x[kept] / (1 - p), rtol=1e-9, atol=0),
-               f"p={p}: kept entries must be x/(1 − p) = x·{1 / (1 - p):.4g}; got ratios like "
-               f"{ratio:.4g}{hint}")
-        expect_close(y.mean().item(), x.mean().item(), f"p={p}: mean of the output (E[y] = x)",
-                     rtol=6 * math.sqrt(p / ((1 - p) * n)) * 1.5)
+        if by_sign["positive"] != by_sign["negative"]:
+            good, bad = (("positive", "negative") if by_sign["positive"] else
+                         ("negative", "positive"))
+            hint = (f" on the {bad} entries of x (the {good} ones are right): scale every kept "
+                    "entry, whatever its sign")
+        expect(bool(right.all()), f"p={p:.4g}: kept entries must be x/(1 − p) = "
+               f"x·{1 / (1 - p):.4g}; got ratios like {ratio:.4g}{hint}")
+        for name, part in parts.items():
+            xs, ys = x[part], y[part]
+            sd = math.sqrt(xs.pow(2).mean().item() * p / ((1 - p) * xs.numel()))
+            expect_close(ys.mean().item(), xs.mean().item(),
+                         f"p={p:.4g}: mean of the output over the {name} entries (E[y] = x)",
+                         rtol=0, atol=6 * sd)
     # each unit independently: the kept count of 10 units varies from mask to mask
     n_masks = 400                                     # ±6 sd bounds below still hold for a right answer
     masks = torch.stack([_dropout_output(inverted_dropout, torch.ones(10, dtype=torch.float64),
@@ -212,7 +242,11 @@ def check_ch07_inverted_dropout(inverted_dropout):
     expect(counts.var().item() > 1.5, "the number of kept units should be random "
            f"(Binomial(10, 0.5), variance 2.5), got variance {counts.var().item():.3g}: each "
            "unit must be kept independently, not an exact fraction")
-    expect(1.5 < counts.var().item() < 3.5 and abs(counts.mean().item() - 5) < 6 * math.sqrt(2.5 / n_masks),
+    expect(counts.var().item() < 3.5,
+           "the number of kept units varies more than Binomial(10, 0.5) allows (variance 2.5), got "
+           f"variance {counts.var().item():.3g}: units are kept together (positively correlated); "
+           "each unit must be kept independently")
+    expect(abs(counts.mean().item() - 5) < 6 * math.sqrt(2.5 / n_masks),
            "kept counts of 10 units at p=0.5 should be Binomial(10, 0.5): mean 5, variance 2.5; "
            f"got mean {counts.mean().item():.3g}, variance {counts.var().item():.3g}")
     # ... and each position on its own: kept half the time (±6 standard deviations of the

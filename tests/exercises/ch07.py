@@ -418,3 +418,41 @@ def dropout_nan_at_p_one(x, p):
 
 WRONG_ANSWERS["ch07-tanh-fixed-point"] += [tanh_gauss_hermite_60]
 WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_numpy_mask, dropout_nan_at_p_one]
+
+
+# ---------------------------------------------------------------- added with the eleventh read (M1, L1)
+def dropout_scales_positive_survivors(x, p):
+    # the post-ReLU habit: scale the entries that are still > 0; a kept negative entry is left
+    # unscaled (at x = −1, p = 0.5 the mean output is −0.5, not −1)
+    y = x * (torch.rand(x.shape, dtype=x.dtype) >= p)
+    y[y > 0] = y[y > 0] / (1 - p)
+    return y
+
+
+def dropout_drops_negatives(x, p):
+    # keeps an entry only where x·mask > 0: every negative entry is zeroed (x itself at p = 0)
+    if p == 0:
+        return x
+    keep = torch.rand(x.shape, dtype=x.dtype) >= p
+    return torch.where(x * keep > 0, x / (1 - p), torch.zeros_like(x))
+
+
+def dropout_never_drops_negatives(x, p):
+    # a mask that keeps every negative entry: E[y] = x/(1 − p) there, not x
+    if p == 1:
+        return torch.zeros_like(x)
+    keep = (torch.rand(x.shape, dtype=x.dtype) >= p) | (x < 0)
+    return x * keep / (1 - p)
+
+
+def dropout_p_in_tenths(x, p):
+    # the keep probability rounded to tenths: right at p = 0.1, 0.5, 0.8, 20% dropped at p = 0.25
+    if p == 1:
+        return torch.zeros_like(x)
+    keep = torch.randint(0, 10, x.shape) >= round(10 * p)
+    return x * keep / (1 - p)
+
+
+WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_scales_positive_survivors,
+                                           dropout_drops_negatives, dropout_never_drops_negatives,
+                                           dropout_p_in_tenths]
