@@ -56,7 +56,7 @@ ELEMENTARY = frozenset("""
     isclose allclose equal any all
     sum mean prod max min amax amin argmax argmin var std var_mean std_mean norm
     linalg_vector_norm frobenius_norm cumsum cumsum_ cumprod count_nonzero aminmax
-    mm bmm matmul mv dot vdot outer ger einsum tensordot
+    mm bmm matmul linalg_matmul linalg_multi_dot chain_matmul mv dot vdot outer ger einsum tensordot
     view view_as reshape reshape_as _reshape_alias _unsafe_view expand expand_as
     broadcast_to broadcast_tensors meshgrid
     squeeze squeeze_ unsqueeze unsqueeze_ flatten unflatten permute transpose transpose_ t
