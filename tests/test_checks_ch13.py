@@ -8,7 +8,8 @@ import torch
 from mathref import checks
 from mathref.checks import ExerciseCheckFailed
 from tests.exercises.ch13 import (block_in_float32, block_parallel, block_parallel_norm2,
-                                  cross_transposed, cross_transposed_v_o, dff_always_equal,
+                                  cross_transposed, cross_transposed_v_o, cross_transposed_q,
+                                  cross_transposed_k, dff_always_equal,
                                   dff_as_float, dff_float_ceil, dff_floor_rounded_up)
 
 
@@ -99,7 +100,10 @@ def test_swiglu_width_names_a_non_float_type_it_refuses():
 
 
 @pytest.mark.parametrize("answer, where", [(cross_transposed, "attention weights differ"),
-                                           (cross_transposed_v_o, "the weights are right")])
+                                           (cross_transposed_v_o, "the weights are right"),
+                                           # the delta read's N1: W_q or W_k alone
+                                           (cross_transposed_q, "attention weights differ"),
+                                           (cross_transposed_k, "attention weights differ")])
 def test_cross_attention_names_the_transposed_weights(answer, where):
     # the twelfth read's L1: y @ W_q.T (nn.Linear's convention, used in section 13.4) was told
     # to check the scale, the head split and the mask, none of which was the cause

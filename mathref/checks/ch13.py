@@ -261,8 +261,9 @@ def _cross_weights_diagnosis(weights, y, memory, W, H, allowed):
     S, d_k = memory.shape[1], d // H
     blocked = ~allowed[:, None, None, :]
 
-    def weights_with(scale=d_k, split=(H, d_k), causal=False, transposed=False):
-        W_q, W_k = (W[0].T, W[1].T) if transposed else (W[0], W[1])
+    def weights_with(scale=d_k, split=(H, d_k), causal=False, transposed=""):
+        W_q = W[0].T if "q" in transposed else W[0]
+        W_k = W[1].T if "k" in transposed else W[1]
         q = (y @ W_q).view(B, T, *split)
         k = (memory @ W_k).view(B, S, *split)
         if split != (H, d_k):                     # [B, L, d_k, H]: heads interleaved
@@ -278,7 +279,9 @@ def _cross_weights_diagnosis(weights, y, memory, W, H, allowed):
                 (dict(scale=d), "the scale is 1/√d_k with d_k = d / n_heads, not 1/√d"),
                 (dict(split=(d_k, H)), "head h owns the consecutive columns h·d_k … (h+1)·d_k − 1: "
                                        "split with view(B, L, n_heads, d_k)"),
-                (dict(transposed=True), _TRANSPOSED))
+                # (both, or either one alone: each is the same slip)
+                (dict(transposed="qk"), _TRANSPOSED), (dict(transposed="q"), _TRANSPOSED),
+                (dict(transposed="k"), _TRANSPOSED))
     for options, why in mistakes:
         if torch.allclose(weights, weights_with(**options), rtol=1e-9, atol=1e-12):
             return f" ({why})"

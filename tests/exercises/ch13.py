@@ -119,6 +119,14 @@ def cross_transposed_v_o(*args):
     return _cross(*args, transposed="vo")        # the same for the values and the output only
 
 
+def cross_transposed_q(*args):
+    return _cross(*args, transposed="q")         # the same for the queries only
+
+
+def cross_transposed_k(*args):
+    return _cross(*args, transposed="k")         # the same for the keys only
+
+
 WRONG_ANSWERS = {
     "ch13-shift-right": [shift_roll, shift_without_dropping, shift_left],
     "ch13-swiglu-width": [dff_four_d, dff_rounded_down, dff_not_rounded],
@@ -126,7 +134,8 @@ WRONG_ANSWERS = {
     "ch13-pre-norm-block": [block_post_norm, block_no_residual, block_norm_reused,
                             block_norm_on_stream],
     "ch13-cross-attention": [cross_causal, cross_scale_d, cross_self, cross_unmasked,
-                             cross_interleaved_heads, cross_transposed, cross_transposed_v_o],
+                             cross_interleaved_heads, cross_transposed, cross_transposed_v_o,
+                             cross_transposed_q, cross_transposed_k],
 }
 
 
