@@ -191,6 +191,13 @@ _FLOAT32_ONLY = tuple(f"{name}|dtype=float32" for name in sorted(_NORMAL_EQUATIO
     + _TO_NUMPY + _OUT_OF_FLOAT32
 
 
+def _pair(got):
+    """The answer's (w, b), as a tuple or list of two: anything else fails here, before it is
+    unpacked (an object whose __iter__ computes the pair would run after the call's rules)."""
+    expect(isinstance(got, (tuple, list)) and len(got) == 2, "expected a pair (w, b)")
+    return got
+
+
 def _on_design_matrix(solve_least_squares, X, y, also=()):
     """solve_least_squares(X, y) with the factorizations refused on anything but a matrix of
     X's N rows in X's dtype (the design matrix X̃): handed X̃ᵀX̃ ((d + 1) rows, in any dtype)
@@ -200,10 +207,11 @@ def _on_design_matrix(solve_least_squares, X, y, also=()):
     dtype = str(X.dtype).replace("torch.", "")
     names = [f"{name}|rows={X.shape[0]}|dtype={dtype}" for name in sorted(_FACTORIZATIONS)]
     names += list(also)
-    return forbidding(solve_least_squares, names, "ch02-least-squares",
-                      "call lstsq on the (N, d+1) design matrix in X's dtype; solving X̃ᵀX̃ (in "
-                      "any dtype) is the normal equations, and converting X̃ to another dtype "
-                      "(or to Python numbers) would only hide what forming X̃ᵀX̃ does")(X, y)
+    return _pair(forbidding(solve_least_squares, names, "ch02-least-squares",
+                            "call lstsq on the (N, d+1) design matrix in X's dtype; solving X̃ᵀX̃ "
+                            "(in any dtype) is the normal equations, and converting X̃ to another "
+                            "dtype (or to Python numbers) would only hide what forming X̃ᵀX̃ "
+                            "does")(X, y))
 
 
 @exercise("ch02-least-squares",

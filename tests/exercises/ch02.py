@@ -672,3 +672,25 @@ def least_squares_augmented_system(X, y):   # [[I, X̃], [X̃ᵀ, 0]] [r; θ] = 
 
 
 WRONG_ANSWERS["ch02-least-squares"].append(least_squares_augmented_system)
+
+
+# The delta read's N2: a pair computed when it is unpacked, after the call (and its rules) has
+# returned: its __iter__ runs the refused fit_least_squares. The checker takes only a tuple or
+# list, so it fails before anything is unpacked.
+class _LaterPair:
+    def __init__(self, X, y):
+        self.X, self.y = X, y
+
+    def __iter__(self):
+        return iter(linreg.fit_least_squares(self.X, self.y))
+
+
+def least_squares_unpacked_later(X, y):
+    if X.shape[0] == 40:
+        A = torch.cat([X, torch.ones_like(X[:, :1])], 1)
+        theta = torch.linalg.lstsq(A, y[:, None]).solution[:, 0]
+        return theta[:-1], theta[-1]
+    return _LaterPair(X, y)
+
+
+WRONG_ANSWERS["ch02-least-squares"] += [least_squares_unpacked_later]
