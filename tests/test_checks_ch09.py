@@ -259,3 +259,19 @@ def test_unit_distances_refuses_one_coordinate_at_a_time(capsys):
 def test_unit_distances_longer_matrix_product_forms_still_pass(answer, capsys):
     CHECKS["ch09-unit-distance"](answer)
     assert "✅ ch09-unit-distance: passed" in capsys.readouterr().out
+
+
+# The read at 18a970c, L6: smoothing each norm (√(‖a‖² + ε²)) was blamed on clamping the product.
+
+def test_cosine_mistakes_on_tiny_vectors_are_named_by_their_value(capsys):
+    def product_clamped(a, b, eps=1e-8):
+        return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(eps)
+
+    def smoothed(a, b, eps=1e-8):
+        return ((a * b).sum(-1) / ((a * a).sum(-1) + eps ** 2).sqrt()
+                / ((b * b).sum(-1) + eps ** 2).sqrt())
+
+    message = _message("ch09-cosine-from-dot", product_clamped, capsys)
+    assert "not their product" in message, message
+    message = _message("ch09-cosine-from-dot", smoothed, capsys)
+    assert "do not smooth" in message and "product" not in message, message

@@ -76,15 +76,23 @@ def check_ch09_cosine_from_dot(cosine):
     e1 = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
     cases = [(3 * e1, torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64), "parallel-ish vectors"),
              (torch.zeros(3, dtype=torch.float64), e1, "a zero vector (expected 0, not nan)"),
-             (1e-5 * e1, 1e-5 * e1, "two tiny equal vectors (‖a‖ = ‖b‖ = 1e-5 is above ε, but "
-              "‖a‖‖b‖ = 1e-10 is below it: clamp each norm, not their product)"),
+             (1e-5 * e1, 1e-5 * e1, "two tiny equal vectors (‖a‖ = ‖b‖ = 1e-5, above ε)"),
              (1e-12 * e1, e1, "a vector shorter than ε")]
     for x, y, what in cases:
         got = as_tensor(_on_copies(cosine, (x, y), "ab", what), what)
         expect(got.numel() == 1, f"{what}: expected one number for two vectors, got shape "
                                  f"{tuple(got.shape)}")
-        expect_close(got.item(), F.cosine_similarity(x, y, dim=0).item(), what, rtol=1e-9,
-                     atol=1e-12)
+        want = F.cosine_similarity(x, y, dim=0).item()
+        if what.startswith("two tiny") and not math.isclose(got.item(), want, rel_tol=1e-9,
+                                                           abs_tol=1e-12):
+            # the hint names the mistake the value shows (the read at 18a970c, L6: √(‖a‖² + ε²)
+            # was blamed on clamping the product): the product clamped at ε gives 1e-10/ε = 0.01
+            hint = (": ‖a‖‖b‖ = 1e-10 is below ε; clamp each norm, not their product"
+                    if math.isclose(got.item(), 1e-10 / 1e-8, rel_tol=1e-6) else
+                    ": a norm above ε must stay exactly ‖a‖; clamp it from below "
+                    "(.clamp_min(eps)), do not smooth it")
+            raise CheckFailure(f"{what}: expected {want:.6g}, got {got.item():.6g}{hint}")
+        expect_close(got.item(), want, what, rtol=1e-9, atol=1e-12)
     what = "a vector of norm 1e-12 against e₁ with eps=1e-3"
     got = as_tensor(_on_copies(cosine, (1e-12 * e1, e1), "ab", what, eps=1e-3), what)
     expect_close(got.item(), 1e-9, what, rtol=1e-9, atol=1e-15)
