@@ -1,6 +1,8 @@
 """Chapter 9's checkers name the cause of each wrong answer that an independent read found:
 a softmax that subtracts the batch's maximum instead of each row's, flex_attention as a
 shortcut, and the pairwise-distance exercise's clamp, formula and one-matrix-product rules."""
+import re
+
 import pytest
 import torch
 
@@ -36,7 +38,7 @@ def test_soft_lookup_refuses_flex_attention_by_name(capsys):
     (wrong.unit_distances_squared, "2 − 2c with c = u·v: that is the squared distance"),
     (wrong.unit_distances_plus, "√(2 + 2c)"),
     (wrong.unit_distances_no_clamp, "clamp it at 0 before the square root"),
-    (wrong.unit_distances_direct, "broadcasts over all pairs"),
+    (wrong.unit_distances_direct, "coordinate by coordinate"),
     (wrong.unit_distances_row_loop, "it loops over pairs or rows"),
 ])
 def test_unit_distances_wrong_answers_are_named(answer, words, capsys):
@@ -201,3 +203,75 @@ def test_a_float32_cosine_gets_one_dtype_hint(capsys):
         return (a * b).sum(-1) / (a.norm(dim=-1).clamp_min(eps) * b.norm(dim=-1).clamp_min(eps))
     message = _message("ch09-cosine-from-dot", cosine, capsys)
     assert "your result is torch.float32" in message and "A difference this small" not in message
+
+
+# The read at 18a970c, finding 3: the meter compared only the largest single tensor with
+# n·m·d, so the broadcast difference split in pieces passed. It now bounds the numbers all the
+# operations produce together, and the message does not state the bound.
+
+def _halves(U, V):
+    h = U.shape[1] // 2
+    a = (U[:, None, :h] - V[None, :, :h]).pow(2).sum(-1)
+    b = (U[:, None, h:] - V[None, :, h:]).pow(2).sum(-1)
+    return (a + b).sqrt()
+
+
+def _quarters(U, V):
+    total = 0
+    for u, v in zip(U.chunk(4, 1), V.chunk(4, 1)):
+        total = total + (u[:, None] - v[None]).pow(2).sum(-1)
+    return total.sqrt()
+
+
+def _row_halves(U, V):
+    n = U.shape[0] // 2
+    return torch.cat([(U[:n, None] - V[None]).pow(2).sum(-1),
+                      (U[n:, None] - V[None]).pow(2).sum(-1)]).sqrt()
+
+
+def _single_coordinates(U, V):
+    total = 0
+    for k in range(U.shape[1]):
+        total = total + (U[:, k, None] - V[None, :, k]).pow(2)
+    return total.sqrt()
+
+
+@pytest.mark.parametrize("answer", [_halves, _quarters, _row_halves])
+def test_unit_distances_refuses_the_broadcast_difference_in_pieces(answer, capsys):
+    message = _message("ch09-unit-distance", answer, capsys)
+    assert "coordinate by coordinate" in message, message
+    assert not re.search(r"\d{3}", message), message         # no count or bound is shown
+
+
+def test_unit_distances_refuses_one_coordinate_at_a_time(capsys):
+    message = _message("ch09-unit-distance", _single_coordinates, capsys)
+    assert "loops over the coordinates" in message or "coordinate by coordinate" in message
+
+
+@pytest.mark.parametrize("answer", [
+    lambda U, V: torch.addmm(torch.full((U.shape[0], V.shape[0]), 2.0, dtype=U.dtype), U, V.T,
+                             alpha=-2).clamp_min(0).sqrt(),
+    lambda U, V: torch.relu(2 - 2 * U @ V.T).sqrt(),
+    lambda U, V: 2 * torch.sin(torch.acos((U @ V.T).clamp(-1, 1)) / 2),
+    lambda U, V: ((U * U).sum(-1)[:, None] + (V * V).sum(-1)[None] - 2 * U @ V.T)
+    .clamp_min(0).sqrt(),
+])
+def test_unit_distances_longer_matrix_product_forms_still_pass(answer, capsys):
+    CHECKS["ch09-unit-distance"](answer)
+    assert "✅ ch09-unit-distance: passed" in capsys.readouterr().out
+
+
+# The read at 18a970c, L6: smoothing each norm (√(‖a‖² + ε²)) was blamed on clamping the product.
+
+def test_cosine_mistakes_on_tiny_vectors_are_named_by_their_value(capsys):
+    def product_clamped(a, b, eps=1e-8):
+        return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(eps)
+
+    def smoothed(a, b, eps=1e-8):
+        return ((a * b).sum(-1) / ((a * a).sum(-1) + eps ** 2).sqrt()
+                / ((b * b).sum(-1) + eps ** 2).sqrt())
+
+    message = _message("ch09-cosine-from-dot", product_clamped, capsys)
+    assert "not their product" in message, message
+    message = _message("ch09-cosine-from-dot", smoothed, capsys)
+    assert "do not smooth" in message and "product" not in message, message
