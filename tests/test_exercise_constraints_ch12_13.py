@@ -181,3 +181,37 @@ def test_alibi_matrix_refuses_pytorch_causal_mask_and_a_list():
         checks.check_ch12_alibi_matrix(via_private_mask)
     with pytest.raises(ExerciseCheckFailed, match="expected a float tensor, got list"):
         checks.check_ch12_alibi_matrix(as_list)
+
+
+def test_alibi_matrix_names_pytorch_causal_bias_objects():
+    """Chapter 12's delta read, N2: the ALiBi exercise refused PyTorch's causal bias objects
+    (torch.nn.attention.bias) only through an unrelated RuntimeError about a tensor subclass.
+    They are refused by name now, as chapter 11's causal-mask exercise refuses them."""
+    from torch.nn.attention import bias
+
+    def distance(slope, T):
+        pos = torch.arange(T, dtype=torch.float64)
+        return -slope * (pos[:, None] - pos[None, :])
+
+    def via_upper_left(slope, T):
+        return distance(slope, T) + bias.causal_upper_left(T, T)._materialize().double().log()
+
+    def via_lower_right(slope, T):
+        return distance(slope, T) + bias.causal_lower_right(T, T)._materialize().double().log()
+
+    def via_causal_bias(slope, T):
+        mask = bias.CausalBias(bias.CausalVariant.UPPER_LEFT, T, T)._materialize()
+        return distance(slope, T).masked_fill(~mask, float("-inf"))
+
+    for answer in (via_upper_left, via_lower_right, via_causal_bias):   # right numbers when run plainly
+        want = distance(0.5, 5).masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
+        torch.testing.assert_close(answer(0.5, 5), want, rtol=0, atol=0)
+    for answer, name in ((via_upper_left, "torch.nn.attention.bias.causal_upper_left"),
+                         (via_lower_right, "torch.nn.attention.bias.causal_lower_right")):
+        with pytest.raises(ExerciseCheckFailed) as failure:
+            checks.check_ch12_alibi_matrix(answer)
+        assert f"your solution called {name}" in failure.value.message, failure.value.message
+    # the class built directly fails in the gate before _materialize is reached (a tensor
+    # subclass made under the gate's modes), as in chapter 11: refused, though not by name
+    with pytest.raises(ExerciseCheckFailed):
+        checks.check_ch12_alibi_matrix(via_causal_bias)

@@ -56,9 +56,14 @@ def check_ch12_sinusoidal_entry(sinusoidal_entry):
 
 @exercise("ch12-alibi-matrix",
           forbid=("mathref.positions.alibi_bias",
-                  # PyTorch's ready-made causal mask, as in ch11-causal-mask
+                  # PyTorch's ready-made causal masks, as in ch11-causal-mask (the causal
+                  # bias objects by name, so that the refusal says so rather than what the
+                  # gate's modes make of a tensor subclass)
                   "torch.nn.Transformer.generate_square_subsequent_mask",
-                  "torch.nn.modules.transformer._generate_square_subsequent_mask"),
+                  "torch.nn.modules.transformer._generate_square_subsequent_mask",
+                  "torch.nn.attention.bias.causal_upper_left",
+                  "torch.nn.attention.bias.causal_lower_right",
+                  "torch.nn.attention.bias.CausalBias._materialize"),
           because="alibi_matrix builds the bias and its mask from the definition")
 def check_ch12_alibi_matrix(alibi_matrix):
     """alibi_matrix(slope, T): [T, T], −slope·(i − j) for j ≤ i and −inf for j > i."""
