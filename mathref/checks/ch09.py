@@ -132,8 +132,13 @@ class _OpMeter(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         self.calls += 1
         outs = out if isinstance(out, (tuple, list)) else (out,)
-        for t in outs:
-            if isinstance(t, torch.Tensor):
+        # (a view of an input computes nothing: only outputs that are new tensors count, so
+        # einsum's reshapes around its bmm do not; a broadcast difference, whole or in pieces,
+        # still makes its n·m·d new numbers)
+        returns = func._schema.returns
+        for i, t in enumerate(outs):
+            if isinstance(t, torch.Tensor) and not (i < len(returns)
+                                                    and returns[i].alias_info is not None):
                 self.total += t.numel()
         # (plain loops: a generator expression's code would run as a function of this module
         # inside the answer's call, which the gate refuses; only dunder methods are let through)
