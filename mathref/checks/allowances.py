@@ -106,20 +106,15 @@ ALLOWANCES = {
     # own functions stay refused by name
     "ch06-adam-step": dict(ops=FOREACH, allows="the torch._foreach_* arithmetic"),
     "ch06-adamw-step": dict(ops=FOREACH, allows="the torch._foreach_* arithmetic"),
-    # Muon's normalization, the Frobenius norm (also as √tr(GGᵀ)), and matrix products by any
-    # name: matrix_power (a negative power runs linalg_inv, not here) and multi_dot. SVD, eigh,
-    # QR and torch's own Newton–Schulz stay refused (not here, and forbidden by name)
+    # Muon's normalization, the Frobenius norm (also as √tr(GGᵀ)), and matrix powers
+    # (matrix_power: a negative power runs linalg_inv, not here; multi_dot is elementary). SVD,
+    # eigh, QR and torch's own Newton–Schulz stay refused (not here, and forbidden by name)
     "ch06-newton-schulz": dict(ops=("linalg_matrix_norm", "linalg_norm", "trace",
-                                    "linalg_matrix_power", "matrix_power", "linalg_multi_dot",
-                                    "chain_matmul"),
-                               allows="the Frobenius norm, torch.trace, matrix_power and "
-                                      "multi_dot"),
+                                    "linalg_matrix_power", "matrix_power"),
+                               allows="the Frobenius norm, torch.trace and matrix_power"),
     # an expectation by quadrature, in NumPy or PyTorch
     "ch07-tanh-fixed-point": dict(ops=("trapezoid", "trapz"), modules=("numpy",),
                                   allows="quadrature (torch.trapezoid, NumPy)"),
-    # the product of the (I + J_l) by any name: multi_dot and chain_matmul are matrix products
-    "ch07-residual-backward": dict(ops=("linalg_multi_dot", "chain_matmul"),
-                                   allows="torch.linalg.multi_dot and torch.chain_matmul"),
     # the statement forbids running BatchNorm only: any way to a per-feature mean and unbiased
     # variance is fine, including the covariance matrix's diagonal and the NaN-ignoring means
     # ‖x‖/√d is the RMS (section 8.6): the vector norm by either name (vector_norm is elementary)
