@@ -17,7 +17,7 @@ patches or defines decides a verdict, and check calls the assignment does not ha
 nothing.
 
 Verdicts: ``pass``; ``fail`` (the checker found a wrong result); ``not attempted`` (the solution
-still raises NotImplementedError); ``error`` (the solution cell or the student's process failed);
+still raises NotImplementedError; a cell left as handed out is not even run); ``error`` (the solution cell or the student's process failed);
 ``timeout``; ``missing`` (no solution cell for the exercise); ``not run`` (the file is not a
 notebook). The CSV has one row per student: ``student, status, score`` and one column per
 exercise of the assignment. Isolation: :mod:`mathref.grade.sandbox`.

@@ -88,10 +88,14 @@ def _up_to_check_call(source, label):
 
 
 
+STUB = "raise NotImplementedError()"   # what mathref.student leaves in a solution cell
+
+
 def load_assignment(path):
     """What the grader takes from the instructor's notebook: ``{"path", "setup", "exercises"}``
     with, per exercise (in the notebook's order), its ``label``, ``checker`` name, ``check``
-    cell source and the ``names`` its solution cell defines."""
+    cell source, the ``names`` its solution cell defines and, where that cell is a student
+    notebook's stub (it raises NotImplementedError), the ``stub`` itself (else None)."""
     nb = nbformat.read(Path(path), as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     if not code:
@@ -104,9 +108,10 @@ def load_assignment(path):
         before = [c for c in nb.cells[previous_check + 1:index] if _is_solution(c)]
         previous_check = index
         names = _defined_names(before[-1].source) if before else None
+        stub = before[-1].source if before and STUB in before[-1].source else None
         exercises.append({"label": label, "checker": checker_name(label),
                           "check": _up_to_check_call(nb.cells[index].source, label),
-                          "names": sorted(names or [])})
+                          "names": sorted(names or []), "stub": stub})
     if not exercises:
         raise ValueError(f"{path}: no check cells (checks.check_<label>(...))")
     return {"path": str(path), "setup": code[0].source, "exercises": exercises}

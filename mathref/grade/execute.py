@@ -26,6 +26,10 @@ from mathref.grade.collect import (MAX_SUBMISSION_BYTES, VERDICTS, _one_line, _s
 _PACKAGE = Path(__file__).resolve().parents[1]          # .../mathref
 
 
+# A solution cell left exactly as handed out: its verdict is known without running it.
+NOT_ATTEMPTED = ("not attempted yet: the solution cell is the handed-out stub, unchanged (it "
+                 "raises NotImplementedError)")
+
 # the checker machinery the student's process runs (the rules and the gate on what runs, and each
 # exercise's allowance); no checker, no oracle
 _STUDENT_CHECK_FILES = {"core.py", "gate.py", "allowances.py"}
@@ -195,6 +199,10 @@ def _verify(session, workdir, nb, group=None):
     exercises, verdicts = [], {}
     for ordinal, exercise in enumerate(session.assignment["exercises"]):
         solution = find_solution(nb, exercise["names"], ordinal)
+        if solution is not None and exercise.get("stub") is not None \
+                and solution.strip() == exercise["stub"].strip():
+            verdicts[exercise["label"]] = ("not attempted", NOT_ATTEMPTED)  # nothing to run
+            continue
         try:
             refused = getattr(CHECKS.get(exercise["label"]), "refused_modules", ())
             policy.check(solution or "", modules, refused, setup)
