@@ -406,3 +406,35 @@ def test_the_verifier_has_its_own_memory_limit():
     from mathref.grade import sandbox
     assert sandbox.VERIFIER_LIMITS["as"] <= 4 * 2 ** 30
     assert rpc.MAX_MESSAGE <= 64 * 2 ** 20
+
+
+def test_a_checkers_message_reaches_the_report_whole(monkeypatch):
+    """A checker's refusal names what ran, what the exercise allows and a hint: the verifier
+    passes it on whole (it was cut at 300 characters, mid-sentence), while an error's text is
+    still cut short."""
+    from mathref.checks.core import ExerciseCheckFailed
+    from mathref.grade import selftest, verify
+    long = "your solution ran torch foo; " + "this exercise allows x. " * 40 + "END"
+
+    def refusing(f, generator=None):
+        raise ExerciseCheckFailed("zz-long", long)
+
+    def crashing(f, generator=None):
+        raise RuntimeError("x" * 1000)
+
+    class FakeWorker:
+        def ask(self, message, deadline):
+            return None if message["kind"] == "setup" else ([print], {})
+
+        def close(self):
+            pass
+
+    monkeypatch.setitem(selftest.CHECKS, "zz-long", refusing)
+    monkeypatch.setitem(selftest.CHECKS, "zz-crash", crashing)
+    job = {"setup": "", "exercise_timeout": 5, "seed": 1,
+           "exercises": [{"label": label, "number": n, "solution": "", "check": "",
+                          "checker": "x"} for n, label in enumerate(["zz-long", "zz-crash"])]}
+    verdicts = []
+    verify.verify(job, lambda *v: verdicts.append(v), connect=lambda exercise: FakeWorker())
+    assert verdicts[0] == ("zz-long", "fail", long), verdicts[0]
+    assert verdicts[1][1] == "error" and len(verdicts[1][2]) == 300, verdicts[1]

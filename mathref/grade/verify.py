@@ -94,6 +94,11 @@ class Worker:
         return self.endpoint.decode(reply["value"])
 
 
+# a checker's own message (what ran, what the exercise allows, the hint) is kept whole up to this;
+# other messages (a traceback's last line, a channel error) are cut at 300 characters
+CHECK_MESSAGE_LIMIT = 1200
+
+
 def _one_line(text, limit=300):
     line = next((s.strip() for s in str(text).splitlines() if s.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -158,7 +163,7 @@ def verify(job, emit, connect=lambda exercise: Worker(*exercise["channel"])):
         except ExerciseCheckFailed as failed:
             message = failed.message
             verdict = "not attempted" if message.startswith("not attempted") else "fail"
-            emit(label, verdict, _one_line(message))
+            emit(label, verdict, _one_line(message, CHECK_MESSAGE_LIMIT))
         except _CellError as err:
             if err.where == "the setup cell":
                 setup_error = ("error", _one_line(f"the setup cell failed in the sandbox: "
