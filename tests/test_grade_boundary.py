@@ -310,6 +310,15 @@ def test_the_worker_cannot_be_traced_by_what_the_student_starts():
     assert run.stdout.split() == ["1", "0"], run.stdout
 
 
+class _FakeWorker:
+    """A worker whose solution is ``print``, for the verifier's own logic."""
+    def ask(self, message, deadline):
+        return None if message["kind"] == "setup" else ([print], {})
+
+    def close(self):
+        pass
+
+
 def test_the_worker_cannot_read_the_secret_or_the_inputs_seed_from_the_rng_state(monkeypatch):
     """Red team H6: the worker gets the global generators' state with each call; that state
     is seeded from an HMAC of the run's secret, so reading it (the first 8 bytes of
@@ -322,20 +331,13 @@ def test_the_worker_cannot_read_the_secret_or_the_inputs_seed_from_the_rng_state
         state = torch.get_rng_state()[:8].tolist()
         seen.append((generator.initial_seed(), sum(b << (8 * i) for i, b in enumerate(state))))
 
-    class FakeWorker:
-        def ask(self, message, deadline):
-            return None if message["kind"] == "setup" else ([print], {})
-
-        def close(self):
-            pass
-
     monkeypatch.setitem(selftest.CHECKS, "zz-probe", checker)
     secret = 123456789
     job = {"setup": "", "exercise_timeout": 5, "seed": secret,
            "exercises": [{"label": "zz-probe", "number": n, "solution": "", "check": "",
                           "checker": "x"} for n in (0, 1)]}
     verdicts = []
-    verify.verify(job, lambda *v: verdicts.append(v), connect=lambda exercise: FakeWorker())
+    verify.verify(job, lambda *v: verdicts.append(v), connect=lambda exercise: _FakeWorker())
     assert [v[1] for v in verdicts] == ["pass", "pass"], verdicts
     (gen0, leak0), (gen1, leak1) = seen
     assert len({gen0, gen1, leak0, leak1, secret}) == 5
@@ -422,19 +424,12 @@ def test_a_checkers_message_reaches_the_report_whole(monkeypatch):
     def crashing(f, generator=None):
         raise RuntimeError("x" * 1000)
 
-    class FakeWorker:
-        def ask(self, message, deadline):
-            return None if message["kind"] == "setup" else ([print], {})
-
-        def close(self):
-            pass
-
     monkeypatch.setitem(selftest.CHECKS, "zz-long", refusing)
     monkeypatch.setitem(selftest.CHECKS, "zz-crash", crashing)
     job = {"setup": "", "exercise_timeout": 5, "seed": 1,
            "exercises": [{"label": label, "number": n, "solution": "", "check": "",
                           "checker": "x"} for n, label in enumerate(["zz-long", "zz-crash"])]}
     verdicts = []
-    verify.verify(job, lambda *v: verdicts.append(v), connect=lambda exercise: FakeWorker())
+    verify.verify(job, lambda *v: verdicts.append(v), connect=lambda exercise: _FakeWorker())
     assert verdicts[0] == ("zz-long", "fail", long), verdicts[0]
     assert verdicts[1][1] == "error" and len(verdicts[1][2]) == 300, verdicts[1]
