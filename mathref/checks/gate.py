@@ -129,6 +129,8 @@ class _FunctionGate(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         gate = self.gate
         name = getattr(func, "__name__", "")
+        if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            name = name.split(".")[0]      # torch.ops.aten.rms_norm.default: 'rms_norm.default'
         if name and not name.startswith("__") and name not in gate.ops and _composite(name):
             gate.refuse(f"torch {name}", _where(func))
         out = func(*args, **(kwargs or {}))

@@ -174,6 +174,9 @@ SHORTCUTS = {
         "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"           # one group of all features
         "    d = x.shape[-1]\n"
         "    return F.group_norm(x.reshape(-1, d), 1, gamma, beta, eps).reshape(x.shape)\n",
+        "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"    # LN(x) = RMSNorm(x - mean) (the
+        "    c = x - x.mean(-1, keepdim=True)\n"               # eighth read's M1: the op packet
+        "    return torch.ops.aten.rms_norm.default(c, [x.shape[-1]], gamma, eps) + beta\n",
     ],
     "ch08-rms-norm": [
         "def rms_norm_rows(x, gamma, eps=1e-5):\n"
@@ -189,6 +192,10 @@ SHORTCUTS = {
         "from mathref.checks.ch08 import _rms_norm_oracle\n\n"
         "def rms_norm_rows(x, gamma, eps=1e-5):\n"
         "    return _rms_norm_oracle(x, (x.shape[-1],), gamma, eps)\n",
+        "def rms_norm_rows(x, gamma, eps=1e-5):\n"          # a composite operator called as an
+        "    return torch.ops.aten.rms_norm.default(x, [x.shape[-1]], gamma, eps)\n",  # overload
+        "def rms_norm_rows(x, gamma, eps=1e-5):\n"          # ... and as its packet
+        "    return torch.ops.aten.rms_norm(x, [x.shape[-1]], gamma, eps)\n",
     ],
     "ch08-running-stats": [
         "def update_running_stats(x, running_mean, running_var, momentum):\n"
