@@ -29,3 +29,19 @@ def test_adjacent_pairs_written_with_complex_numbers_get_the_layout_hint():
     with pytest.raises(ExerciseCheckFailed, match="adjacent pairs") as failure:
         CHECKS[LABEL](ch14.rope_decode_adjacent)
     assert "does not allow" not in failure.value.message
+
+
+@pytest.mark.parametrize("wrong, cause", [
+    (ch14.decode_caches_unrotated_keys, "the new key went into the cache unrotated"),
+    (ch14.decode_without_offset, "the new key went into the cache unrotated: rotate it at its "
+                                 "position S = 1"),
+    (ch14.decode_rerotates_the_cache, "the keys already in the cache changed"),
+    (ch14.decode_offset_one_too_far, "(the new key is at position S = 0)"),
+], ids=["cached-unrotated", "at-position-0", "cache-rotated-again", "position-S+1"])
+def test_a_wrong_cache_is_named_for_its_mistake(wrong, cause):
+    """The eighth read's L4: keys cached unrotated, and the cache rotated again at every step,
+    were both told '(the new key is at position S = 1)', though the position was right."""
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS[LABEL](wrong)
+    assert "k_cache must hold the keys rotated" in failure.value.message
+    assert cause in failure.value.message, failure.value.message

@@ -237,13 +237,24 @@ def check_ch14_rope_decode_step(rope_decode_step):
             # the rotation by −Sθ (sin with the wrong sign): the chapter-12 sign slip
             backwards = float((k_cache[:, :, -1:] - _rope_half(k[:, :, t:t + 1], -pos[t:t + 1]))
                               .abs().max())
+            # the new key stored as it came (rotated at 0, or not at all, to be rotated at use)
+            unrotated = float((k_cache[:, :, -1:] - k[:, :, t:t + 1]).abs().max())
+            # the new key right, the keys already cached changed (the whole cache rotated again)
+            new_right = float((k_cache[:, :, -1:] - k_rot[:, :, t:t + 1]).abs().max())
             expect(err < 1e-6, f"after position {t} {where}, k_cache must hold the keys rotated at "
                                f"their own positions 0…{t}; max error {err:.3g} "
                                + ("(you rotated adjacent pairs (x_0, x_1), …: the course's layout "
                                   "pairs x_i with x_(i+d/2))" if adjacent < 1e-6 else
                                   "(you rotated by −Sθ: the sine terms have the wrong sign; the "
                                   "rotation is (x₁cos − x₂sin, x₁sin + x₂cos))" if backwards < 1e-6
-                                  else f"(the new key is at position S = {t})"))
+                                  else f"(the new key went into the cache unrotated: rotate it at "
+                                  f"its position S = {t} before appending it; each key is rotated "
+                                  "once, when it enters the cache, and never again)"
+                                  if unrotated < 1e-6 else
+                                  "(the new key is right, but the keys already in the cache "
+                                  "changed: they were rotated at their own positions when they "
+                                  "were appended; rotating the cache again rotates them twice)"
+                                  if new_right < 1e-6 else f"(the new key is at position S = {t})"))
             expect(tuple(out.shape) == (B, H, 1, d),
                    f"out must be [B, H, 1, d_k] = {[B, H, 1, d]}, got {list(out.shape)}")
             err = float((out - full[:, :, t:t + 1]).abs().max())

@@ -407,3 +407,28 @@ COMPLEX_ROPE_SDPA = (
     "    v_cache = torch.cat([v_cache, v_new], dim=-2)\n"
     "    return F.scaled_dot_product_attention(rotate(q_new, S), k_cache, v_cache), k_cache, v_cache\n")
 SHORTCUTS["ch14-rope-decode-step"].append(COMPLEX_ROPE_SDPA)
+
+
+def decode_caches_unrotated_keys(q_new, k_new, v_new, k_cache, v_cache):
+    """Keys cached as they came and the whole cache rotated at use: the output is right, the
+    cache is not (the eighth read's L4: its hint named the position, which was right)."""
+    from mathref.positions import apply_rope
+    S = k_cache.shape[-2]
+    k_cache, v_cache = torch.cat([k_cache, k_new], -2), torch.cat([v_cache, v_new], -2)
+    q = apply_rope(q_new, positions=torch.tensor([S]))
+    k = apply_rope(k_cache, positions=torch.arange(S + 1))
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v_cache, k_cache, v_cache
+
+
+def decode_rerotates_the_cache(q_new, k_new, v_new, k_cache, v_cache):
+    """The new key appended unrotated, then the whole cache rotated at 0…S: the cached keys
+    are rotated twice (L4 too)."""
+    from mathref.positions import apply_rope
+    S = k_cache.shape[-2]
+    k_cache = apply_rope(torch.cat([k_cache, k_new], -2), positions=torch.arange(S + 1))
+    v_cache = torch.cat([v_cache, v_new], -2)
+    q = apply_rope(q_new, positions=torch.tensor([S]))
+    return torch.softmax(q @ k_cache.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v_cache, k_cache, v_cache
+
+
+WRONG_ANSWERS["ch14-rope-decode-step"] += [decode_caches_unrotated_keys, decode_rerotates_the_cache]
