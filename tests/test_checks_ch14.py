@@ -45,3 +45,23 @@ def test_a_wrong_cache_is_named_for_its_mistake(wrong, cause):
         CHECKS[LABEL](wrong)
     assert "k_cache must hold the keys rotated" in failure.value.message
     assert cause in failure.value.message, failure.value.message
+
+
+NUMPY_PPL_BPB = ("import numpy as np\n\n"
+                 "def perplexity_and_bpb(total_nll_nats, n_tokens, n_bytes):\n"
+                 "    t = total_nll_nats\n"
+                 "    return float(np.exp(t / n_tokens)), t / (np.log(2) * n_bytes)\n")
+NUMPY_PAIRS = ("import torch\n\n"
+               "def next_token_pairs(ids):\n"
+               "    a = ids.numpy()\n"
+               "    return torch.from_numpy(a[:, :-1].copy()), torch.from_numpy(a[:, 1:].copy())\n")
+
+
+@pytest.mark.parametrize("label, body", [("ch14-perplexity-bpb", NUMPY_PPL_BPB),
+                                         ("ch14-next-token-pairs", NUMPY_PAIRS)],
+                         ids=["ufuncs-on-numbers", "tensor-as-array"])
+def test_numpy_is_refused_in_every_exercise(label, body):
+    """The eighth read's L3: 'no NumPy' held in exercise 1 (ids.numpy()) but np.exp and np.log
+    on plain numbers passed exercise 2, unseen by the gate. Both are refused now."""
+    with pytest.raises(ExerciseCheckFailed, match="no NumPy"):
+        CHECKS[label](reference_answer(CHAPTER, label, body))

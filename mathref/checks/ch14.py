@@ -6,6 +6,7 @@ import torch
 from mathref.checks.ch13 import ATTENTION_CALLS
 from mathref.checks.core import integer, rng, uniform
 from mathref.checks.core import CheckFailure, expect, expect_callable, expect_close, exercise
+from mathref.checks.numpy_use import refuse_named_numpy
 
 __all__ = ["check_ch14_next_token_pairs", "check_ch14_perplexity_bpb", "check_ch14_top_k",
            "check_ch14_top_p", "check_ch14_rope_decode_step"]
@@ -48,6 +49,11 @@ def check_ch14_next_token_pairs(next_token_pairs):
 def check_ch14_perplexity_bpb(perplexity_and_bpb):
     """perplexity_and_bpb(total, n_tokens, n_bytes) → (exp(total/n_tokens), total/(ln2·n_bytes))."""
     expect_callable(perplexity_and_bpb, "perplexity_and_bpb(total_nll_nats, n_tokens, n_bytes)")
+    # NumPy on plain numbers (np.exp(t / n)) runs where the gate does not look, though a tensor
+    # made an array is refused in every exercise: the answer's code may not name NumPy either
+    # (the eighth read's L3: the rule "no NumPy" held in exercise 1 and not in this one)
+    refuse_named_numpy(perplexity_and_bpb, "ch14-perplexity-bpb",
+                       "compute both with Python's math module or PyTorch")
     for total, n_tokens, n_bytes in ((1500.0, 1000, 1000), (2000.0, 500, 1800),
                                      (123.4, 40, 161), (0.0, 10, 30), _drawn_counts(rng(2))):
         ppl, bpb = _pair(perplexity_and_bpb(total, n_tokens, n_bytes), "perplexity_and_bpb")
@@ -66,6 +72,11 @@ def check_ch14_perplexity_bpb(perplexity_and_bpb):
             (mean / ln2 / 8, "bits per byte is the total bits over the number of bytes, not the "
                              "bits per token over 8")))
     return "PPL = e^(mean nats per token), BPB = total bits / bytes"
+
+
+# the grader refuses NumPy in this solution cell by its text too (mathref.grade.policy), where the
+# answer runs in another process and the name scan above does not reach
+check_ch14_perplexity_bpb.refused_modules = ("numpy", "scipy")
 
 
 def _close_or_why(got, want, what, mistakes):
