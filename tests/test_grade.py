@@ -527,6 +527,34 @@ def test_ch02_least_squares_rules_are_applied_in_the_worker(tmp_path):
         assert message in "\n".join(_section(run.stdout, name)), (name, run.stdout)
 
 
+def test_ch14_complex_rope_passes_and_numpy_is_refused_under_the_grader(tmp_path):
+    """Chapter 14's eighth read, M1: RoPE written as a complex product (chapter 12's method:
+    torch.complex and torch.polar, or view_as_complex) failed ch14-rope-decode-step under the
+    grader ("aten.polar") as in the notebook. Both forms pass in the worker now; with the
+    rotation in complex numbers, F.scaled_dot_product_attention is still refused. L3 of the
+    same read: np.exp and np.log on plain numbers passed ch14-perplexity-bpb under the grader;
+    NumPy is refused there as in the notebook. One run."""
+    from tests.exercises import ch14
+    from tests.test_checks_ch14 import NUMPY_PPL_BPB
+    source = read(ROOT / "notebooks" / "14_gpt.ipynb")
+    rope, ppl = "ch14-rope-decode-step", "ch14-perplexity-bpb"
+    bodies = {"polar": (rope, ch14.COMPLEX_ROPE_DECODE),
+              "viewcomplex": (rope, ch14.VIEW_AS_COMPLEX_ROPE_DECODE),
+              "sdpa": (rope, ch14.COMPLEX_ROPE_SDPA), "numpy": (ppl, NUMPY_PPL_BPB)}
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for name, (label, body) in bodies.items():
+        nbformat.write(_attempting(source, {label: body}), folder / f"{name}.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    assert sorted(rows) == sorted(bodies), run.stdout
+    assert rows["polar"][rope] == rows["viewcomplex"][rope] == "pass", run.stdout
+    assert rows["sdpa"][rope] == rows["numpy"][ppl] == "fail", run.stdout
+    assert "scaled_dot_product_attention" in "\n".join(_section(run.stdout, "sdpa")), run.stdout
+    assert "numpy" in "\n".join(_section(run.stdout, "numpy")).lower(), run.stdout
+    for name, (label, _) in bodies.items():
+        assert _others_not_attempted(rows[name], [label]), (name, run.stdout)
+
+
 def test_the_exercise_gate_holds_in_the_worker(tmp_path):
     """The gate on what runs (an allowlist of operators, Python code judged by where it lives)
     holds under the grader as in the notebook, not only the names an exercise forbids: chapter

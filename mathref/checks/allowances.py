@@ -169,12 +169,14 @@ ALLOWANCES = {
         ops=SOFTMAX + ("dropout", "linear", "layer_norm", "native_layer_norm", "gelu", "silu"),
         mathref=("mathref.transformer", "mathref.norm") + ATTENTION_HELPERS,
         allows="calling the sub-layers it is given"),
-    # the softmax by any name, the chapter's own (mathref.losses.softmax) included
-    "ch14-rope-decode-step": dict(ops=SOFTMAX + LOG_SOFTMAX + ("special_softmax",),
+    # the softmax by any name, the chapter's own (mathref.losses.softmax) included; RoPE by
+    # any method, the complex product chapter 12 teaches included (as in ch12-rope-half and
+    # ch16-rope: the checker's own reference is written so)
+    "ch14-rope-decode-step": dict(ops=SOFTMAX + LOG_SOFTMAX + ("special_softmax",) + COMPLEX,
                                   mathref=POSITIONS + ("mathref.losses",),
                                   allows="torch.softmax (torch.special.softmax, "
-                                         "mathref.losses.softmax, log_softmax(...).exp()) and "
-                                         "mathref.positions"),
+                                         "mathref.losses.softmax, log_softmax(...).exp()), "
+                                         "complex numbers and mathref.positions"),
     # the softmax is increasing: keeping the k most probable is keeping the k largest logits
     "ch14-top-k": dict(ops=SOFTMAX + LOG_SOFTMAX + ("special_softmax",),
                        allows="torch.topk, torch.softmax and log_softmax"),

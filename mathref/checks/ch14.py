@@ -6,6 +6,7 @@ import torch
 from mathref.checks.ch13 import ATTENTION_CALLS
 from mathref.checks.core import integer, rng, uniform
 from mathref.checks.core import CheckFailure, expect, expect_callable, expect_close, exercise
+from mathref.checks.numpy_use import refuse_named_numpy
 
 __all__ = ["check_ch14_next_token_pairs", "check_ch14_perplexity_bpb", "check_ch14_top_k",
            "check_ch14_top_p", "check_ch14_rope_decode_step"]
@@ -48,6 +49,11 @@ def check_ch14_next_token_pairs(next_token_pairs):
 def check_ch14_perplexity_bpb(perplexity_and_bpb):
     """perplexity_and_bpb(total, n_tokens, n_bytes) → (exp(total/n_tokens), total/(ln2·n_bytes))."""
     expect_callable(perplexity_and_bpb, "perplexity_and_bpb(total_nll_nats, n_tokens, n_bytes)")
+    # NumPy on plain numbers (np.exp(t / n)) runs where the gate does not look, though a tensor
+    # made an array is refused in every exercise: the answer's code may not name NumPy either
+    # (the eighth read's L3: the rule "no NumPy" held in exercise 1 and not in this one)
+    refuse_named_numpy(perplexity_and_bpb, "ch14-perplexity-bpb",
+                       "compute both with Python's math module or PyTorch")
     for total, n_tokens, n_bytes in ((1500.0, 1000, 1000), (2000.0, 500, 1800),
                                      (123.4, 40, 161), (0.0, 10, 30), _drawn_counts(rng(2))):
         ppl, bpb = _pair(perplexity_and_bpb(total, n_tokens, n_bytes), "perplexity_and_bpb")
@@ -66,6 +72,11 @@ def check_ch14_perplexity_bpb(perplexity_and_bpb):
             (mean / ln2 / 8, "bits per byte is the total bits over the number of bytes, not the "
                              "bits per token over 8")))
     return "PPL = e^(mean nats per token), BPB = total bits / bytes"
+
+
+# the grader refuses NumPy in this solution cell by its text too (mathref.grade.policy), where the
+# answer runs in another process and the name scan above does not reach
+check_ch14_perplexity_bpb.refused_modules = ("numpy", "scipy")
 
 
 def _close_or_why(got, want, what, mistakes):
@@ -237,13 +248,24 @@ def check_ch14_rope_decode_step(rope_decode_step):
             # the rotation by −Sθ (sin with the wrong sign): the chapter-12 sign slip
             backwards = float((k_cache[:, :, -1:] - _rope_half(k[:, :, t:t + 1], -pos[t:t + 1]))
                               .abs().max())
+            # the new key stored as it came (rotated at 0, or not at all, to be rotated at use)
+            unrotated = float((k_cache[:, :, -1:] - k[:, :, t:t + 1]).abs().max())
+            # the new key right, the keys already cached changed (the whole cache rotated again)
+            new_right = float((k_cache[:, :, -1:] - k_rot[:, :, t:t + 1]).abs().max())
             expect(err < 1e-6, f"after position {t} {where}, k_cache must hold the keys rotated at "
                                f"their own positions 0…{t}; max error {err:.3g} "
                                + ("(you rotated adjacent pairs (x_0, x_1), …: the course's layout "
                                   "pairs x_i with x_(i+d/2))" if adjacent < 1e-6 else
                                   "(you rotated by −Sθ: the sine terms have the wrong sign; the "
                                   "rotation is (x₁cos − x₂sin, x₁sin + x₂cos))" if backwards < 1e-6
-                                  else f"(the new key is at position S = {t})"))
+                                  else f"(the new key went into the cache unrotated: rotate it at "
+                                  f"its position S = {t} before appending it; each key is rotated "
+                                  "once, when it enters the cache, and never again)"
+                                  if unrotated < 1e-6 else
+                                  "(the new key is right, but the keys already in the cache "
+                                  "changed: they were rotated at their own positions when they "
+                                  "were appended; rotating the cache again rotates them twice)"
+                                  if new_right < 1e-6 else f"(the new key is at position S = {t})"))
             expect(tuple(out.shape) == (B, H, 1, d),
                    f"out must be [B, H, 1, d_k] = {[B, H, 1, d]}, got {list(out.shape)}")
             err = float((out - full[:, :, t:t + 1]).abs().max())

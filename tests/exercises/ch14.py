@@ -371,3 +371,64 @@ def rope_decode_backwards(q_new, k_new, v_new, k_cache, v_cache):
 
 
 WRONG_ANSWERS["ch14-rope-decode-step"] = WRONG_ANSWERS["ch14-rope-decode-step"] + [rope_decode_backwards]
+
+
+# RoPE as a complex product, the way chapter 12 teaches it (cell 31, rope_complex_adjacent) and
+# the checker's own reference writes it. The eighth read (M1) found both forms refused, in the
+# notebook and under the grader ("ran the PyTorch operator aten.complex", "… aten.polar",
+# "… aten.view_as_complex"), though the statement restricts only the attention step.
+_ROTATE_COS_SIN = _BASE_DECODE[_BASE_DECODE.index("def rotate"):_BASE_DECODE.index("def rope_decode_step")]
+_ROTATE_POLAR = (
+    "def rotate(x, position):\n"
+    "    d = x.shape[-1]\n"
+    "    theta = 10000.0 ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)\n"
+    "    z = torch.complex(x[..., : d // 2], x[..., d // 2:]) * torch.polar(torch.ones_like(theta),\n"
+    "                                                                      position * theta)\n"
+    "    return torch.cat([z.real, z.imag], dim=-1)\n\n")
+_ROTATE_VIEW_AS_COMPLEX = (
+    "def rotate(x, position):\n"
+    "    d = x.shape[-1]\n"
+    "    theta = 10000.0 ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)\n"
+    "    pairs = torch.stack([x[..., : d // 2], x[..., d // 2:]], dim=-1).contiguous()\n"
+    "    z = torch.view_as_complex(pairs) * torch.exp(1j * position * theta)\n"
+    "    parts = torch.view_as_real(z)\n"
+    "    return torch.cat([parts[..., 0], parts[..., 1]], dim=-1)\n\n")
+COMPLEX_ROPE_DECODE = _BASE_DECODE.replace(_ROTATE_COS_SIN, _ROTATE_POLAR)
+VIEW_AS_COMPLEX_ROPE_DECODE = _BASE_DECODE.replace(_ROTATE_COS_SIN, _ROTATE_VIEW_AS_COMPLEX)
+assert COMPLEX_ROPE_DECODE != _BASE_DECODE != VIEW_AS_COMPLEX_ROPE_DECODE
+RIGHT_ANSWERS["ch14-rope-decode-step"] += [COMPLEX_ROPE_DECODE, VIEW_AS_COMPLEX_ROPE_DECODE]
+# complex numbers allowed for the rotation: the attention step is still the student's to write
+COMPLEX_ROPE_SDPA = (
+    "import torch\n"
+    "import torch.nn.functional as F\n\n" + _ROTATE_POLAR +
+    "def rope_decode_step(q_new, k_new, v_new, k_cache, v_cache):\n"
+    "    S = k_cache.shape[-2]\n"
+    "    k_cache = torch.cat([k_cache, rotate(k_new, S)], dim=-2)\n"
+    "    v_cache = torch.cat([v_cache, v_new], dim=-2)\n"
+    "    return F.scaled_dot_product_attention(rotate(q_new, S), k_cache, v_cache), k_cache, v_cache\n")
+SHORTCUTS["ch14-rope-decode-step"].append(COMPLEX_ROPE_SDPA)
+
+
+def decode_caches_unrotated_keys(q_new, k_new, v_new, k_cache, v_cache):
+    """Keys cached as they came and the whole cache rotated at use: the output is right, the
+    cache is not (the eighth read's L4: its hint named the position, which was right)."""
+    from mathref.positions import apply_rope
+    S = k_cache.shape[-2]
+    k_cache, v_cache = torch.cat([k_cache, k_new], -2), torch.cat([v_cache, v_new], -2)
+    q = apply_rope(q_new, positions=torch.tensor([S]))
+    k = apply_rope(k_cache, positions=torch.arange(S + 1))
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v_cache, k_cache, v_cache
+
+
+def decode_rerotates_the_cache(q_new, k_new, v_new, k_cache, v_cache):
+    """The new key appended unrotated, then the whole cache rotated at 0…S: the cached keys
+    are rotated twice (L4 too)."""
+    from mathref.positions import apply_rope
+    S = k_cache.shape[-2]
+    k_cache = apply_rope(torch.cat([k_cache, k_new], -2), positions=torch.arange(S + 1))
+    v_cache = torch.cat([v_cache, v_new], -2)
+    q = apply_rope(q_new, positions=torch.tensor([S]))
+    return torch.softmax(q @ k_cache.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v_cache, k_cache, v_cache
+
+
+WRONG_ANSWERS["ch14-rope-decode-step"] += [decode_caches_unrotated_keys, decode_rerotates_the_cache]

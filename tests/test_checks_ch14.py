@@ -1,0 +1,67 @@
+"""Chapter 14's checkers: right answers in the forms the course teaches pass, and a failure
+names its cause."""
+import pytest
+
+from mathref.checks import CHECKS, ExerciseCheckFailed
+from tests.exercises import ch14
+from tests.notebooks import NOTEBOOKS, read, reference_answer
+
+CHAPTER = read(next(path for path in NOTEBOOKS if path.name == "14_gpt.ipynb"))
+LABEL = "ch14-rope-decode-step"
+
+
+@pytest.mark.parametrize("body", [ch14.COMPLEX_ROPE_DECODE, ch14.VIEW_AS_COMPLEX_ROPE_DECODE],
+                         ids=["complex-polar", "view_as_complex"])
+def test_rope_as_a_complex_product_passes(body, capsys):
+    """The eighth read's M1: RoPE written with torch.complex/polar or view_as_complex (chapter
+    12's method, and the checker's own reference) was refused as 'ran aten.complex'."""
+    CHECKS[LABEL](reference_answer(CHAPTER, LABEL, body))
+    assert f"✅ {LABEL}: passed" in capsys.readouterr().out
+
+
+def test_complex_numbers_do_not_open_the_attention_shortcut():
+    with pytest.raises(ExerciseCheckFailed, match="scaled_dot_product_attention"):
+        CHECKS[LABEL](reference_answer(CHAPTER, LABEL, ch14.COMPLEX_ROPE_SDPA))
+
+
+def test_adjacent_pairs_written_with_complex_numbers_get_the_layout_hint():
+    """Before M1's fix this wrong answer failed on the refused operator, not on its mistake."""
+    with pytest.raises(ExerciseCheckFailed, match="adjacent pairs") as failure:
+        CHECKS[LABEL](ch14.rope_decode_adjacent)
+    assert "does not allow" not in failure.value.message
+
+
+@pytest.mark.parametrize("wrong, cause", [
+    (ch14.decode_caches_unrotated_keys, "the new key went into the cache unrotated"),
+    (ch14.decode_without_offset, "the new key went into the cache unrotated: rotate it at its "
+                                 "position S = 1"),
+    (ch14.decode_rerotates_the_cache, "the keys already in the cache changed"),
+    (ch14.decode_offset_one_too_far, "(the new key is at position S = 0)"),
+], ids=["cached-unrotated", "at-position-0", "cache-rotated-again", "position-S+1"])
+def test_a_wrong_cache_is_named_for_its_mistake(wrong, cause):
+    """The eighth read's L4: keys cached unrotated, and the cache rotated again at every step,
+    were both told '(the new key is at position S = 1)', though the position was right."""
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS[LABEL](wrong)
+    assert "k_cache must hold the keys rotated" in failure.value.message
+    assert cause in failure.value.message, failure.value.message
+
+
+NUMPY_PPL_BPB = ("import numpy as np\n\n"
+                 "def perplexity_and_bpb(total_nll_nats, n_tokens, n_bytes):\n"
+                 "    t = total_nll_nats\n"
+                 "    return float(np.exp(t / n_tokens)), t / (np.log(2) * n_bytes)\n")
+NUMPY_PAIRS = ("import torch\n\n"
+               "def next_token_pairs(ids):\n"
+               "    a = ids.numpy()\n"
+               "    return torch.from_numpy(a[:, :-1].copy()), torch.from_numpy(a[:, 1:].copy())\n")
+
+
+@pytest.mark.parametrize("label, body", [("ch14-perplexity-bpb", NUMPY_PPL_BPB),
+                                         ("ch14-next-token-pairs", NUMPY_PAIRS)],
+                         ids=["ufuncs-on-numbers", "tensor-as-array"])
+def test_numpy_is_refused_in_every_exercise(label, body):
+    """The eighth read's L3: 'no NumPy' held in exercise 1 (ids.numpy()) but np.exp and np.log
+    on plain numbers passed exercise 2, unseen by the gate. Both are refused now."""
+    with pytest.raises(ExerciseCheckFailed, match="no NumPy"):
+        CHECKS[label](reference_answer(CHAPTER, label, body))
