@@ -328,7 +328,8 @@ def check_ch10_bpe_encode(bpe_encode):
     ``BPETokenizer(merges).encode`` (which the answer may not call, nor a copy of it, nor the
     encoder of a class from before a reload of mathref.tokenizers, nor reload the module while
     it runs); merges learned without pre-tokenization separate GPT2_SPLIT_PATTERN from
-    home-made splits. Not refused: code that runs while a module of the student's own is
+    home-made splits, and a random case (a corpus, its merges and a text, drawn from the
+    check's generator) keeps a table of answers to the fixed cases from passing the grader. Not refused: code that runs while a module of the student's own is
     imported inside the answer (the gate leaves import-time code alone)."""
     with _refusing_stale_encoders():
         return _check_bpe_encode(bpe_encode)
@@ -357,10 +358,30 @@ def _check_bpe_encode(bpe_encode):
               "cross the chunks 'a' | ' b'")]
     cases += [(crossing.merges, text, f"{text!r} with merges that cross chunk boundaries")
               for text in _PRETOKENIZATION_TEXTS]
+    # the random case: a corpus, the merges learned from it and the text, all drawn from the
+    # case's generator (the grader's secretly seeded one), so that no table of answers made
+    # in advance covers it (the fixed cases above are the same on every run)
     gen = rng(2)
-    words = " lowest newest widest low kings the aaa café".split(" ")
-    text = " ".join(words[integer(gen, 0, len(words))] for _ in range(integer(gen, 2, 8)))
-    cases.append((tok.merges, text, f"{text!r} with merges learned from a toy corpus"))
+    pool = "abdeilnorstuyé"                                 # é: two bytes in UTF-8
+    letters = [pool[i] for i in torch.randperm(len(pool), generator=gen)[:6].tolist()]
+
+    def word():
+        return "".join(letters[integer(gen, 0, 6)] for _ in range(integer(gen, 2, 9)))
+
+    vocab = []
+    while len(vocab) < 20:                    # 20 distinct words (6 letters make 335,000)
+        new = word()
+        if new not in vocab:
+            vocab.append(new)
+    # every word occurs after a space: 20 distinct chunks of 3 or more bytes, which training
+    # turns into 20 distinct single tokens, so the corpus allows at least 20 merges
+    corpus = " " + " ".join(vocab + [vocab[integer(gen, 0, 20)] for _ in range(200)])
+    drawn = tokenizers.BPETokenizer.train(corpus, 256 + 20)
+    separators = (" ", " ", " ", ", ", "!  ", "'s ", "\n")
+    text = "".join((vocab[integer(gen, 0, 20)] if integer(gen, 0, 3) else word())
+                   + separators[integer(gen, 0, len(separators))]
+                   for _ in range(integer(gen, 3, 10)))
+    cases.append((drawn.merges, text, f"{text!r} with 20 merges learned from a random corpus"))
     for merges, text, what in cases:
         # the answer first: an expected value computed before the call could be read from
         # this frame by the answer (sys._getframe(1).f_locals)
