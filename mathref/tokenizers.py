@@ -310,11 +310,13 @@ class BPETokenizer:
         """Yield the token ids of the concatenation of ``lines`` (an iterable of str, e.g. an
         open text file), holding only a short tail of text in memory.
 
-        The ids are exactly those of ``encode("".join(lines))``. After each line, the text is
-        encoded up to a point that more text cannot change: through the last complete special
-        token, then every pre-tokenization chunk except the last two (whose extent can still
-        change with the next characters) and except a suffix that could still grow into a
-        special token. The rest waits for the next line.
+        The ids are exactly those of ``encode("".join(lines))``, and a text that ``encode``
+        refuses (a lone surrogate, which UTF-8 cannot encode) raises the same
+        UnicodeEncodeError. After each line, the text is encoded up to a point that more text
+        cannot change: through the last complete special token, then every pre-tokenization
+        chunk except the last two (whose extent can still change with the next characters) and
+        except a suffix that could still grow into a special token. The rest waits for the next
+        line.
         """
         specials = self._special_split if allowed_special else None
         buffer = ""
@@ -346,7 +348,7 @@ class BPETokenizer:
         if len(chunks) < 3:
             return ids, text[start:]
         for m in chunks[:-2]:
-            ids.extend(self._encode_chunk(m.group().encode("utf-8", errors="surrogateescape")))
+            ids.extend(self._encode_chunk(m.group().encode("utf-8")))   # strict, as encode
         return ids, text[start + chunks[-2].start():]
 
     def decode_bytes(self, ids):

@@ -393,3 +393,13 @@ def test_encode_iterable_streams_a_file_with_bounded_memory(trained, tmp_path):
     assert longest[0] < 200
     with pytest.raises(TypeError, match="str"):
         list(trained.encode_iterable([b"bytes"]))
+
+
+def test_encode_iterable_refuses_a_lone_surrogate_as_encode_does(trained):
+    # the tenth read's L7: the streamed chunks were encoded with surrogateescape, so a lone
+    # surrogate (which encode refuses) came out as the byte 0x80
+    text = "\udc80 ab cd ef gh\n"
+    with pytest.raises(UnicodeEncodeError):
+        trained.encode(text)
+    with pytest.raises(UnicodeEncodeError):
+        list(trained.encode_iterable([text, "x"]))

@@ -11,6 +11,7 @@ import torch
 from mathref.checks.core import integer, rng, _stub_code
 from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, expect_tensor_close
 from mathref import tokenizers
+from mathref.checks.ch16 import _grads_where_run, _remote
 
 __all__ = ["check_ch10_merge_pair", "check_ch10_most_frequent_pair",
            "check_ch10_one_hot_embedding", "check_ch10_bpe_encode"]
@@ -210,7 +211,9 @@ def check_ch10_one_hot_embedding(embed_one_hot):
     slice at a time (select, slice, narrow, unbind, split, as_strided, masked_select), padding
     (a negative pad crops) and Tensor.tolist (rows picked from Python lists) are refused while
     the answer runs. Not refused: other routes to Python numbers, such as item() of a
-    reduction."""
+    reduction. The gradient of sum(G ⊙ result) with respect to E, for a random G, must be
+    one_hot(ids)ᵀ G; under the grader, whose channel returns outputs without their graph, it
+    is computed in the student's process and compared here."""
     expect_callable(embed_one_hot, "embed_one_hot(ids, E)")
     gen = rng(10)
     E = torch.randn(12, 5, generator=gen, dtype=torch.float64)
@@ -223,24 +226,39 @@ def check_ch10_one_hot_embedding(embed_one_hot):
     ids = torch.tensor([[8, 0], [3, 3]])
     got = _embed_with(embed_one_hot, ids, E32, "a float32 table of shape [9, 4]")
     _expect_rows(got, E32, ids, "a float32 table of shape [9, 4]", rtol=1e-6, atol=1e-7)
-    # the product must carry gradient to E: exactly the used rows, summed over repeats
-    W = E.clone().requires_grad_(True)
+    # the product must carry gradient to E: G's rows added into the rows they used. Under the
+    # grader the answer runs in another process and its output comes back as data, without a
+    # graph, so the gradient is computed there (chapter 16's _grads_where_run, sent as code by
+    # mathref.grade.rpc.apply) and compared here; in the notebook it is computed here.
     ids = torch.tensor([3, 0, 3])
-    out = embed_one_hot(ids, W)
-    expect(out.requires_grad, "the result should depend on E through autograd (use a product, "
-                              "not a detached copy)")
-    # computed here, the result has a grad_fn; through the grader's channel it comes back a leaf
-    expect(out.grad_fn is not None or getattr(embed_one_hot, "remote", False),
-           "your result requires grad but has no history (a detached copy marked "
-           "requires_grad): the gradient must reach E, so compute the product from E itself")
-    if out.grad_fn is not None:
-        out.sum().backward()
-        want = torch.zeros_like(E)
-        want[0] = 1
-        want[3] = 2
-        expect(W.grad is not None and torch.allclose(W.grad, want),
-               "the gradient with respect to E should be 1 in row 0, 2 in row 3 (used twice) and "
-               "0 elsewhere")
+    probe = torch.randn(3, E.shape[1], generator=gen, dtype=torch.float64)
+    W = E.detach().clone().requires_grad_(True)
+    build = lambda leaves: (ids, leaves[0])     # noqa: E731 (sent to the worker as code)
+    # core's wrapper (a plain function) carries apply; a handle's attributes would be the worker's
+    apply = getattr(embed_one_hot, "apply", None) \
+        if isinstance(embed_one_hot, types.FunctionType) else None
+    if apply is not None and _remote(embed_one_hot):
+        out, grads = apply(_grads_where_run, [W], build, probe, False)
+    else:
+        out, grads = _grads_where_run(embed_one_hot, [W], build, probe, False)
+    expect(grads != "no graph", "the result should depend on E through autograd (use a product, "
+                                "not a detached copy)")
+    expect(grads != "leaf", "your result requires grad but has no history (a detached copy "
+                            "marked requires_grad): the gradient must reach E, so compute the "
+                            "product from E itself")
+    expect(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(probe.shape)
+           and isinstance(grads, list) and len(grads) == 1,
+           f"ids [3, 0, 3]: expected shape {tuple(probe.shape)}, got "
+           f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+    grad = grads[0]
+    want = torch.zeros_like(E)
+    want.index_add_(0, ids, probe)
+    expect(isinstance(grad, torch.Tensor) and grad.shape == want.shape
+           and torch.allclose(grad.double(), want, rtol=1e-9, atol=1e-12),
+           "ids [3, 0, 3]: for a random G of the result's shape, the gradient of "
+           "sum(G ⊙ result) with respect to E should be one_hot(ids)ᵀ G: row 0 gets G's row 1, "
+           "row 3 the sum of G's rows 0 and 2 (3 is used twice), and every other row 0"
+           + ("" if isinstance(grad, torch.Tensor) else " (your result does not depend on E)"))
     return "one_hot(ids) @ E = E[ids], and only the used rows get gradient"
 
 
@@ -310,7 +328,8 @@ def check_ch10_bpe_encode(bpe_encode):
     ``BPETokenizer(merges).encode`` (which the answer may not call, nor a copy of it, nor the
     encoder of a class from before a reload of mathref.tokenizers, nor reload the module while
     it runs); merges learned without pre-tokenization separate GPT2_SPLIT_PATTERN from
-    home-made splits. Not refused: code that runs while a module of the student's own is
+    home-made splits, and a random case (a corpus, its merges and a text, drawn from the
+    check's generator) keeps a table of answers to the fixed cases from passing the grader. Not refused: code that runs while a module of the student's own is
     imported inside the answer (the gate leaves import-time code alone)."""
     with _refusing_stale_encoders():
         return _check_bpe_encode(bpe_encode)
@@ -339,10 +358,30 @@ def _check_bpe_encode(bpe_encode):
               "cross the chunks 'a' | ' b'")]
     cases += [(crossing.merges, text, f"{text!r} with merges that cross chunk boundaries")
               for text in _PRETOKENIZATION_TEXTS]
+    # the random case: a corpus, the merges learned from it and the text, all drawn from the
+    # case's generator (the grader's secretly seeded one), so that no table of answers made
+    # in advance covers it (the fixed cases above are the same on every run)
     gen = rng(2)
-    words = " lowest newest widest low kings the aaa café".split(" ")
-    text = " ".join(words[integer(gen, 0, len(words))] for _ in range(integer(gen, 2, 8)))
-    cases.append((tok.merges, text, f"{text!r} with merges learned from a toy corpus"))
+    pool = "abdeilnorstuyé"                                 # é: two bytes in UTF-8
+    letters = [pool[i] for i in torch.randperm(len(pool), generator=gen)[:6].tolist()]
+
+    def word():
+        return "".join(letters[integer(gen, 0, 6)] for _ in range(integer(gen, 2, 9)))
+
+    vocab = []
+    while len(vocab) < 20:                    # 20 distinct words (6 letters make 335,000)
+        new = word()
+        if new not in vocab:
+            vocab.append(new)
+    # every word occurs after a space: 20 distinct chunks of 3 or more bytes, which training
+    # turns into 20 distinct single tokens, so the corpus allows at least 20 merges
+    corpus = " " + " ".join(vocab + [vocab[integer(gen, 0, 20)] for _ in range(200)])
+    drawn = tokenizers.BPETokenizer.train(corpus, 256 + 20)
+    separators = (" ", " ", " ", ", ", "!  ", "'s ", "\n")
+    text = "".join((vocab[integer(gen, 0, 20)] if integer(gen, 0, 3) else word())
+                   + separators[integer(gen, 0, len(separators))]
+                   for _ in range(integer(gen, 3, 10)))
+    cases.append((drawn.merges, text, f"{text!r} with 20 merges learned from a random corpus"))
     for merges, text, what in cases:
         # the answer first: an expected value computed before the call could be read from
         # this frame by the answer (sys._getframe(1).f_locals)
