@@ -119,3 +119,38 @@ def test_numpys_float_constant_is_not_numpy_called(capsys):
     checks.check_ch15_merge_softmax_states(
         _answer(ch15.RIGHT_ANSWERS["ch15-merge-softmax-states"][-1], "merge_softmax_states"))
     assert "✅ ch15-merge-softmax-states: passed" in capsys.readouterr().out
+
+
+_TILE_FROM_LIBRARY = """import math
+import torch
+
+def flash_tile_step(q, k_tile, v_tile, m, l, acc):
+{body}
+    m_new = torch.maximum(m, (q @ k_tile.T / math.sqrt(q.shape[-1])).amax(-1))
+    l_tile, c = torch.exp(lse - m_new), torch.exp(m - m_new)
+    return m_new, l * c + l_tile, acc * c[:, None] + l_tile[:, None] * out
+"""
+
+
+@pytest.mark.parametrize("body, called", [
+    # flex_attention hands back the tile's output and its log-normalizer: the whole step
+    ("    from torch.nn.attention.flex_attention import flex_attention\n"
+     "    out, lse = flex_attention(q[None, None], k_tile[None, None], v_tile[None, None],\n"
+     "                              return_lse=True)\n"
+     "    out, lse = out[0, 0], lse[0, 0]",
+     "torch.nn.attention.flex_attention.flex_attention"),
+    # a compiled log-sum-exp and softmax
+    ("    s = q @ k_tile.T / math.sqrt(q.shape[-1])\n"
+     "    lse, p = torch.compile(lambda x: (x.logsumexp(-1), x.softmax(-1)), backend='eager')(s)\n"
+     "    out = p @ v_tile",
+     "torch.compile")])
+def test_a_library_tile_is_refused_by_name(body, called, capsys):
+    # refused for what it is (the attention call, the compiler), not for an unrelated module
+    # that it happens to reach (both reach torch.distributions' set_default_validate_args)
+    answer = _answer(_TILE_FROM_LIBRARY.format(body=body), "flash_tile_step")
+    with pytest.raises(ExerciseCheckFailed) as refused:
+        checks.check_ch15_flash_tile_step(answer)
+    message = str(refused.value)
+    assert f"called {called}, which ch15-flash-tile-step does not allow" in message, message
+    assert "distributions" not in message, message
+    assert "✅" not in capsys.readouterr().out
