@@ -1,8 +1,9 @@
 """Checkers for chapter 16: the learner builds the course's GPT from its parts.
 
 Every model part is compared with the matching mathref module given the same weights, in
-float64: the output, and (when the answer runs in this process) the gradients of a random
-projection of the output with respect to the inputs and every weight. The parts a solution
+float64: the output, and the gradients of a random projection of the output with respect to the
+inputs and every weight (computed where the answer runs: under the grader, in the student's
+process). RoPE is also run on one float32 input, for the dtype its statement asks for. The parts a solution
 receives as arguments (``parts``, ``rope``) are the checker's own plain-PyTorch versions, so
 that each exercise tests one piece. Each checker takes ``generator`` (a torch.Generator; None:
 a fixed seed) from which it draws its test inputs.
