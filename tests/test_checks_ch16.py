@@ -46,3 +46,46 @@ def test_moments_hint_names_the_actual_mistake():
 def test_one_position_is_singular():
     message = _message(checks.check_ch16_generate, answers.generate_prompt_token_by_token)
     assert "given 1 position:" in message
+
+
+# ---- the sixth read (2026-11-30) ----------------------------------------------------------
+def test_a_step_whose_gradients_add_up_across_steps_is_refused_and_told_why():
+    # M1: loss.backward() and p.grad, never cleared; the check passes the same leaves to its
+    # six steps, as the payoff does, so the second step sees the first one's gradients
+    message = _message(checks.check_ch16_train_step, answers.train_step_accumulates)
+    assert "step 1" in message and "add up across steps" in message
+    assert "loss.backward() adds into p.grad" in message
+
+
+def test_betas_fixed_instead_of_read_from_cfg_are_refused():
+    # L2: the check's betas are not the default (0.9, 0.99)
+    assert "use cfg.betas" in _message(checks.check_ch16_train_step,
+                                       answers.train_step_betas_hardcoded)
+
+
+def test_rope_returning_float64_for_float32_input_names_the_dtype():
+    # M2: the statement's dtype rule, checked on a float32 input
+    message = _message(checks.check_ch16_rope, answers.rope_float64_cos)
+    assert "x of dtype float32: your output is torch.float64" in message
+    assert "input's dtype" in message
+
+
+def test_rope_that_assumes_consecutive_positions_is_refused():
+    # L1: one case whose positions are unsorted, with gaps and a repeat
+    message = _message(checks.check_ch16_rope, answers.rope_contiguous_positions)
+    assert "positions [9, 2, 30, 2, 5]" in message and "need not be consecutive" in message
+
+
+def test_a_float32_softmax_is_refused_by_its_distributions():
+    message = _message(checks.check_ch16_generate, answers.generate_float32_softmax)
+    assert "the probabilities of new token 0 differ from the statement's" in message
+
+
+def test_right_train_steps_with_backward_pass():
+    # the gradients cleared before backward, or after use with an in-place update: both pass
+    import torch.nn.functional as F
+    import torch
+    for source in answers.RIGHT_ANSWERS["ch16-train-step"]:
+        scope = {"torch": torch, "F": F}
+        exec(source, scope)
+        checks.check_ch16_train_step(scope["train_step"])

@@ -1031,3 +1031,47 @@ def test_a_refused_function_at_the_solution_cells_top_level_is_refused_by_the_gr
     assert rows["table"][label] in ("fail", "error"), run.stdout
     report = "\n".join(_section(run.stdout, "table"))
     assert "mathref.positions.alibi_bias" in report, report
+
+
+def test_ch16_sixth_read_attacks_fail_under_the_grader_and_right_answers_pass(tmp_path):
+    """Chapter 16's sixth read, through ``python -m mathref.grade``: a train step whose
+    gradients add up across steps (loss.backward() and p.grad, never cleared: the check's six
+    steps now share their leaves in the student's process, as the payoff's loop does), a RoPE
+    that returns float64 for a float32 input, and a decoder whose softmax is float32 (the
+    distributions passed to draw now come back from the student's process and are compared,
+    as in the notebook) all fail, each message naming its cause; right answers in other forms
+    (backward with the gradients cleared after use, RoPE as complex multiplication, the
+    reference decoder) pass."""
+    from tests.exercises.ch16 import RIGHT_ANSWERS
+    from tests.notebooks import solution_cell
+    source = read(ROOT / "notebooks" / "16_build_it_yourself.ipynb")
+    step = solution_cell(source, "ch16-train-step").source
+    old = "grads, _ = parts[\"clip\"](list(torch.autograd.grad(loss, params)), cfg.grad_clip)"
+    assert old in step
+    decode = solution_cell(source, "ch16-generate").source
+    softmax = "probs = torch.softmax(last, dim=-1)"
+    assert softmax in decode
+    rope = solution_cell(source, "ch16-rope").source
+    cos = "cos, sin = angle.cos().to(x.device, x.dtype), angle.sin().to(x.device, x.dtype)"
+    assert cos in rope
+    attacks = {
+        "ch16-train-step": step.replace(old, "loss.backward()\n    grads, _ = parts[\"clip\"]("
+                                             "[p.grad for p in params], cfg.grad_clip)"),
+        "ch16-rope": rope.replace(cos, "cos, sin = angle.cos(), angle.sin()"),
+        "ch16-generate": decode.replace(softmax, "probs = torch.softmax(last.float(), dim=-1)"
+                                                 ".double()\n            probs = probs / "
+                                                 "probs.sum(dim=-1, keepdim=True)")}
+    right = {"ch16-train-step": RIGHT_ANSWERS["ch16-train-step"][1],
+             "ch16-rope": RIGHT_ANSWERS["ch16-rope"][0], "ch16-generate": decode}
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(_attempting(source, attacks), folder / "attacks.ipynb")
+    nbformat.write(_attempting(source, right), folder / "right.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    assert all(rows["attacks"][label] == "fail" for label in attacks), run.stdout
+    assert all(rows["right"][label] == "pass" for label in right), run.stdout
+    assert _others_not_attempted(rows["attacks"], attacks), run.stdout
+    report = "\n".join(_section(run.stdout, "attacks"))
+    assert "add up across steps" in report, report
+    assert "x of dtype float32: your output is torch.float64" in report, report
+    assert "the probabilities of new token 0 differ from the statement's" in report, report

@@ -188,6 +188,9 @@ ALLOWANCES = {
     # the course's model (refused by name); the parts a checker hands in run the same operators
     "ch16-rope": dict(ops=COMPLEX, allows="complex numbers"),
     "ch16-swiglu": dict(ops=SILU, allows="F.silu"),
+    # the statement refuses only torch.optim and mathref's optimizers: the torch._foreach_*
+    # arithmetic (what PyTorch's AdamW runs) is allowed, as in chapter 6's ch06-adamw-step
+    "ch16-adamw": dict(ops=FOREACH, allows="the torch._foreach_* arithmetic"),
     "ch16-attention": dict(ops=SOFTMAX, allows="torch.softmax"),
     "ch16-train-step": dict(ops=SOFTMAX + LOG_SOFTMAX + SILU + EMBEDDING + CROSS_ENTROPY + BACKWARD,
                             allows="torch.softmax, F.cross_entropy's log-softmax and F.silu"),

@@ -1,8 +1,9 @@
 """Checkers for chapter 16: the learner builds the course's GPT from its parts.
 
 Every model part is compared with the matching mathref module given the same weights, in
-float64: the output, and (when the answer runs in this process) the gradients of a random
-projection of the output with respect to the inputs and every weight. The parts a solution
+float64: the output, and the gradients of a random projection of the output with respect to the
+inputs and every weight (computed where the answer runs: under the grader, in the student's
+process). RoPE is also run on one float32 input, for the dtype its statement asks for. The parts a solution
 receives as arguments (``parts``, ``rope``) are the checker's own plain-PyTorch versions, so
 that each exercise tests one piece. Each checker takes ``generator`` (a torch.Generator; None:
 a fixed seed) from which it draws its test inputs.
@@ -287,10 +288,18 @@ def check_ch16_rope(apply_rope, *, generator=None):
     expect_callable(apply_rope, "apply_rope(x, positions, base)")
     from mathref.positions import apply_rope as ref_rope
     g = _gen(generator, 1602)
-    for shape, start, base in (((2, 3, 5, 8), 0, 10000.0), ((1, 2, 4, 16), 7, 10000.0),
-                               ((3, 1, 6, 4), 3, 100.0), ((2, 7, 4), 0, 10000.0)):
+    # positions as the attention passes them (consecutive, from 0 or after a cache), and one
+    # case of any integers: unsorted, with gaps and a repeat (row t rotates by positions[t])
+    for shape, positions, base in (((2, 3, 5, 8), range(0, 5), 10000.0),
+                                   ((1, 2, 4, 16), range(7, 11), 10000.0),
+                                   ((3, 1, 6, 4), range(3, 9), 100.0),
+                                   ((2, 7, 4), range(0, 7), 10000.0),
+                                   ((2, 2, 5, 8), (9, 2, 30, 2, 5), 10000.0)):
         T, d = shape[-2], shape[-1]
-        positions = torch.arange(start, start + T)
+        positions = torch.tensor(list(positions))
+        where = (f"positions {int(positions[0])}…{int(positions[-1])}"
+                 if torch.equal(positions, torch.arange(int(positions[0]), int(positions[0]) + T))
+                 else f"positions {positions.tolist()}")
         x = _randn(g, *shape)
         x_ref = x.clone().requires_grad_(True)
         want = ref_rope(x_ref, positions=positions, base=base)
@@ -307,12 +316,31 @@ def check_ch16_rope(apply_rope, *, generator=None):
                      "R = [[cos, −sin], [sin, cos]]"),
                     (adjacent, "you paired adjacent entries (x_0, x_1), …: the course's layout "
                                "pairs x_i with x_(i + d/2)"),
-                    (ref_rope(x, base=base), "rotate position m = positions[t], not t"))
-        _close(got, want, f"x of shape {shape}, positions {start}…{start + T - 1}, base {base:g}",
+                    (ref_rope(x, base=base), "rotate position m = positions[t], not t"),
+                    (ref_rope(x, positions=positions[0] + torch.arange(T), base=base),
+                     "row t rotates by m = positions[t]: the positions need not be consecutive, "
+                     "so use every entry, not positions[0] + t"))
+        _close(got, want, f"x of shape {shape}, {where}, base {base:g}",
                diagnose=lambda out: _diagnosis(out, mistakes) or (
                    " (a float32-sized error: compute θ_i, the angles m·θ_i and their cos and "
                    "sin in float64)" if (out - want.detach()).abs().max().item() < 1e-5 else ""))
         _compare_grads(got, leaves, want, [x_ref], ["x"], probe, grads)
+    # the statement's dtype rule: a float32 x (the payoff's model) comes back float32
+    x = _randn(g, 2, 3, 6, 8).float()
+    positions = torch.tensor([4, 5, 6, 7, 8, 9])
+    got = apply_rope(x.clone(), positions, 10000.0)
+    expect(isinstance(got, torch.Tensor), f"return a tensor, got {type(got).__name__}")
+    expect(got.dtype == torch.float32,
+           f"x of dtype float32: your output is {got.dtype}. Return the input's dtype: compute "
+           f"the angles in float64, then convert cos and sin to x.dtype before rotating (a "
+           f"float64 cos times a float32 x is float64, and the model's float32 attention then "
+           f"fails on mixed dtypes)")
+    want = ref_rope(x.double(), positions=positions, base=10000.0)
+    expect(tuple(got.shape) == tuple(want.shape),
+           f"x of dtype float32: expected shape {tuple(want.shape)}, got {tuple(got.shape)}")
+    err = (got.detach().double() - want).abs().max().item()
+    expect(err < 1e-5, f"x of dtype float32, positions 4…9: largest difference from mathref's "
+                       f"(float64) is {err:.3g}, more than float32 rounding explains")
     return "pairs (x_i, x_(i+d/2)) rotated by m·θ_i, θ_i = base^(−2i/d)"
 
 
@@ -836,6 +864,16 @@ def _probs_why(got, last, temperature, top_k, top_p):
     return _diagnosis(got, variants)
 
 
+def _generate_where_run(generate, step, draw, prompt, n, temperature, top_k, top_p):
+    """Runs where the answer runs (in the grader, in the student's process, sent there as code
+    by mathref.grade.rpc.apply): ``generate`` with the checker's ``step`` and ``draw``, then
+    the ids it returned with what ``draw`` recorded there (the distributions it was given and
+    the ids it drew), so that the grader compares the same things as the notebook."""
+    got = generate(step, prompt, n, temperature, top_k, top_p, draw)
+    record = draw.__closure__[draw.__code__.co_freevars.index("record")].cell_contents
+    return _copied(got), record["probs"], record["ids"]
+
+
 @exercise("ch16-generate", forbid=GENERATE_CALLS,
           because="pick the next token or build its distribution yourself")
 def check_ch16_generate(generate, *, generator=None):
@@ -844,7 +882,12 @@ def check_ch16_generate(generate, *, generator=None):
     the prompt fed once and then one token per call."""
     expect_callable(generate, "generate(step, prompt, max_new_tokens, temperature=0.0, "
                               "top_k=None, top_p=None, draw=None)")
-    remote = _remote(generate)
+    apply = getattr(generate, "apply", None) if isinstance(generate, types.FunctionType) else None
+    remote = apply is not None and _remote(generate)
+
+    def run(*args):         # the same comparisons in the notebook and under the grader
+        return apply(_generate_where_run, *args) if remote else _generate_where_run(generate,
+                                                                                    *args)
     g = _gen(generator, 1610)
     for B, T, n, temperature, top_k, top_p in ((2, 3, 8, 0.0, None, None),
                                                (1, 5, 6, 0.0, None, None),
@@ -856,8 +899,9 @@ def check_ch16_generate(generate, *, generator=None):
             model.lm_head.weight.mul_(3.0)        # peaked distributions: top-k and top-p bite
         prompt = torch.randint(13, (B, T), generator=g)
         uniforms = torch.rand(n, B, generator=g, dtype=torch.float64)
-        step, draw, record = _decoder(model, uniforms, T)
-        got = generate(step, prompt.clone(), n, temperature, top_k, top_p, draw)
+        step, draw, _ = _decoder(model, uniforms, T)
+        got, probs_given, ids_drawn = run(step, draw, prompt.clone(), n, temperature, top_k,
+                                          top_p)
         case = (f"B={B}, prompt length {T}, {n} new tokens, temperature {temperature:g}, "
                 f"top_k={top_k}, top_p={top_p}")
         expect(isinstance(got, torch.Tensor) and tuple(got.shape) == (B, T + n),
@@ -868,7 +912,7 @@ def check_ch16_generate(generate, *, generator=None):
         with torch.no_grad():
             logits, _ = model(got[:, :-1])        # the reference along your sequence
         if temperature == 0:
-            expect(not record["ids"], f"{case}: with temperature 0 pick the argmax; do not call "
+            expect(not ids_drawn, f"{case}: with temperature 0 pick the argmax; do not call "
                                       f"draw")
             want = logits[:, T - 1:].argmax(-1)
             bad = (got[:, T:] != want).nonzero()
@@ -878,24 +922,28 @@ def check_ch16_generate(generate, *, generator=None):
                                    f", but the argmax of the logits after the tokens before it is "
                                    f"{int(want[row, i])}")
             continue
-        # In this process the distributions given to draw are compared; under the grader (its
-        # record stays in the worker) each token is replayed from the reference distribution
-        # with the same uniform.
-        expect(remote or len(record["ids"]) == n,
+        # the distributions given to draw (recorded where the answer ran, in the notebook or
+        # in the grader's worker) are compared, then each token is replayed from the reference
+        # distribution with the same uniform
+        expect(isinstance(ids_drawn, list) and isinstance(probs_given, list)
+               and len(ids_drawn) == n == len(probs_given),
                f"{case}: call draw exactly once per new token ({n} times), got "
-               f"{len(record['ids'])} calls")
+               f"{len(ids_drawn) if isinstance(ids_drawn, list) else '?'} calls")
         for i in range(n):
             last = logits[:, T - 1 + i]
             want = _reference_probs(last, temperature, top_k, top_p)
-            if not remote:
-                probs = record["probs"][i]
-                if not torch.allclose(probs, want, rtol=1e-8, atol=1e-12):
-                    raise CheckFailure(f"{case}: the probabilities of new token {i} differ from "
-                                       f"the statement's by up to "
-                                       f"{(probs - want).abs().max().item():.3g}"
-                                       + _probs_why(probs, last, temperature, top_k, top_p))
-                expect(torch.equal(got[:, T + i], record["ids"][i]),
-                       f"{case}: new token {i} must be the id that draw returned")
+            probs = probs_given[i]
+            expect(isinstance(probs, torch.Tensor) and probs.shape == want.shape,
+                   f"{case}: pass draw the probabilities [B, V] = {list(want.shape)} of new "
+                   f"token {i}")
+            if not torch.allclose(probs, want, rtol=1e-8, atol=1e-12):
+                raise CheckFailure(f"{case}: the probabilities of new token {i} differ from "
+                                   f"the statement's by up to "
+                                   f"{(probs - want).abs().max().item():.3g}"
+                                   + _probs_why(probs, last, temperature, top_k, top_p))
+            expect(isinstance(ids_drawn[i], torch.Tensor)
+                   and torch.equal(got[:, T + i], ids_drawn[i].long()),
+                   f"{case}: new token {i} must be the id that draw returned")
             expected = _inverse_cdf(want, uniforms[i])
             bad = (got[:, T + i] != expected).nonzero()
             if len(bad):
@@ -942,39 +990,71 @@ def _tiny_logits(params, x):
     return (torch.tanh(emb[x] @ w.T) * gain) @ head.T
 
 
+def _copied(value):
+    """``value`` with its tensors copied (detached), in lists and tuples as returned."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if type(value) in (list, tuple):
+        return type(value)(_copied(v) for v in value)
+    return value
+
+
+def _steps_where_run(train_step, logits_fn, weights, batches, moments, cfg, parts):
+    """Runs where the answer runs (in the grader, in the student's process, sent there as code
+    by mathref.grade.rpc.apply): the checked steps of ``train_step`` on one list of leaves, as
+    the payoff's loop passes the same nn.Parameters to every step. Before step s the leaves
+    take mathref's weights ``weights[s]`` (copied into them, so whatever an earlier step left
+    in their ``.grad`` is still there). Returns, for each step, what train_step returned (its
+    tensors copied) and the leaves' ``.grad`` after it (None where empty)."""
+    leaves = [w.detach().clone().requires_grad_(True) for w in weights[0]]
+    results, left = [], []
+    for step, (start, (x, y), (m, v)) in enumerate(zip(weights, batches, moments)):
+        with torch.no_grad():
+            for leaf, w in zip(leaves, start):
+                leaf.copy_(w)
+        result = train_step(logits_fn, leaves, x, y, [t.clone() for t in m],
+                            [t.clone() for t in v], step, cfg, dict(parts))
+        results.append(_copied(result))
+        left.append([None if leaf.grad is None else leaf.grad.detach().clone()
+                     for leaf in leaves])
+    return results, left
+
+
 @exercise("ch16-train-step", forbid=TRAIN_CALLS,
           because="write the step from your parts: the loss, its gradients, the clipping, the "
                   "rate and the AdamW update")
 def check_ch16_train_step(train_step, *, generator=None):
     """train_step(logits_fn, params, x, y, m, v, step, cfg, parts) → (params, m, v, loss) for
-    six consecutive steps (warm-up, cosine, clipping that bites or not) against mathref's
-    AdamW, clip_grad_norm_ and warmup_cosine on the same weights and batch, in float64."""
+    six consecutive steps (warm-up, cosine, clipping that bites or not, betas other than the
+    default) against mathref's AdamW, clip_grad_norm_ and warmup_cosine on the same weights
+    and batch, in float64. The six steps get the same leaves, as in the payoff's loop, so a
+    step that lets loss.backward() add into the previous step's .grad is caught."""
     expect_callable(train_step, "train_step(logits_fn, params, x, y, m, v, step, cfg, parts)")
     from mathref.optim import AdamW, clip_grad_norm_, warmup_cosine
     from mathref.train import TrainConfig
     g = _gen(generator, 1611)
     V, d, B, T = 7, 6, 3, 5
-    for max_norm, weight_decay in ((0.05, 0.1), (100.0, 0.3)):
+    apply = getattr(train_step, "apply", None) if isinstance(train_step, types.FunctionType) \
+        else None
+    for max_norm, weight_decay, betas in ((0.05, 0.1, (0.85, 0.95)), (100.0, 0.3, (0.8, 0.999))):
         cfg = TrainConfig(max_steps=6, warmup_steps=2, lr=0.05, min_lr=0.005,
                           weight_decay=weight_decay, grad_clip=max_norm, batch_size=B,
-                          block_size=T, progress=False)
+                          block_size=T, betas=betas, progress=False)
         ref = [torch.nn.Parameter(t) for t in (_randn(g, V, d), _randn(g, d, d, scale=0.5),
                                                1 + 0.3 * _randn(g, d), _randn(g, V, d))]
         opt = AdamW([{"params": [p for p in ref if p.dim() >= 2], "weight_decay": weight_decay},
                      {"params": [p for p in ref if p.dim() < 2], "weight_decay": 0.0}],
                     lr=cfg.lr, betas=cfg.betas, eps=1e-8)
+        # mathref's six steps first: what each step starts from and what it gives
         m = [torch.zeros_like(p) for p in ref]
         v = [torch.zeros_like(p) for p in ref]
+        weights, batches, moments, steps = [], [], [], []
         for step in range(cfg.max_steps):
             x = torch.randint(V, (B, T), generator=g)
             y = torch.randint(V, (B, T), generator=g)
-            mine = [p.detach().clone().requires_grad_(True) for p in ref]
-            result = train_step(_tiny_logits, mine, x, y, [t.clone() for t in m],
-                                [t.clone() for t in v], step, cfg, dict(TRAIN_PARTS))
-            expect(isinstance(result, (tuple, list)) and len(result) == 4,
-                   "train_step must return (params, m, v, loss)")
-            got_p, got_m, got_v, got_loss = result
-            # mathref's step on the same weights and batch
+            weights.append([p.detach().clone() for p in ref])
+            batches.append((x, y))
+            moments.append((m, v))
             lr = warmup_cosine(step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
             for group in opt.param_groups:
                 group["lr"] = lr
@@ -984,50 +1064,86 @@ def check_ch16_train_step(train_step, *, generator=None):
                 p.grad = gr.clone()             # clipped in place below; raw stays unclipped
             norm = float(clip_grad_norm_(ref, max_norm))
             opt.step()
+            m = [opt.state[p]["exp_avg"].clone() for p in ref]
+            v = [opt.state[p]["exp_avg_sq"].clone() for p in ref]
+            steps.append(dict(lr=lr, loss=loss.detach(), raw=raw, norm=norm, m=m, v=v,
+                              clipped=[p.grad.clone() for p in ref],
+                              params=[p.detach().clone() for p in ref]))
+        # the learner's six steps, on one list of leaves (in the student's process under the
+        # grader: .grad never crosses its channel)
+        args = (_tiny_logits, weights, batches, moments, cfg, dict(TRAIN_PARTS))
+        if apply is not None and _remote(train_step):
+            ran = apply(_steps_where_run, *args)
+        else:
+            ran = _steps_where_run(train_step, *args)
+        expect(isinstance(ran, (tuple, list)) and len(ran) == 2,
+               "internal: the steps' results did not come back from your process")
+        results, left = ran
+        b1, b2 = cfg.betas
+        for step, (result, want) in enumerate(zip(results, steps)):
+            expect(isinstance(result, (tuple, list)) and len(result) == 4,
+                   "train_step must return (params, m, v, loss)")
+            got_p, got_m, got_v, got_loss = result
+            m, v = moments[step]
+            raw, lr, norm = want["raw"], want["lr"], want["norm"]
             case = (f"step {step} (rate {lr:.4g}, gradient norm {norm:.3g}, max_norm "
-                    f"{max_norm:g}, weight_decay {weight_decay:g})")
+                    f"{max_norm:g}, weight_decay {weight_decay:g}, betas {betas})")
             try:
                 got_loss = float(got_loss.detach() if isinstance(got_loss, torch.Tensor)
                                  else got_loss)
             except (TypeError, ValueError, RuntimeError):
                 raise CheckFailure(f"{case}: the loss must be a number or a one-element "
                                    f"tensor") from None
-            loss = loss.detach()
-            expect(math.isclose(got_loss, float(loss), rel_tol=1e-9),
+            expect(math.isclose(got_loss, float(want["loss"]), rel_tol=1e-9),
                    f"{case}: the loss is {got_loss:.10g}, mathref's cross-entropy of the logits "
-                   f"is {float(loss):.10g} (the mean over all B·T positions)")
+                   f"is {float(want['loss']):.10g} (the mean over all B·T positions)")
             names = ("the embedding", "the tanh layer's matrix", "the gain (1-D: not decayed)",
                      "the head")
             for what, got in (("parameters", got_p), ("m", got_m), ("v", got_v)):
                 expect(isinstance(got, (tuple, list)) and len(got) == 4,
                        f"{case}: return a list of 4 tensors for {what}")
-            b1, b2 = cfg.betas
             clip_hint = ("m and v are built from the clipped gradients: clip all of them by one "
                          "factor from their global norm, then update the moments with β₁, β₂")
+            # what loss.backward() gives when the previous step's gradients are still in .grad
+            before = left[step - 1] if step else [None] * 4
+            stale = None
+            if any(gr is not None for gr in before):
+                summed = [r if b is None else r + b for r, b in zip(raw, before)]
+                total = float(torch.sqrt(sum((s * s).sum() for s in summed)))
+                stale = [s * min(1.0, max_norm / (total + 1e-6)) for s in summed]
+            stale_why = ("the gradients add up across steps: loss.backward() adds into p.grad, "
+                         "and your step left the previous step's gradients there (the payoff "
+                         "passes the same parameters to every step). Take the gradients with "
+                         "torch.autograd.grad(loss, params), which stores nothing in .grad, or "
+                         "clear .grad once you have used them (p.grad.zero_())")
+            fixed = ("use cfg.betas (here " + f"{betas}" + "), not a fixed pair")
             for i, name in enumerate(names):
-                state = opt.state[ref[i]]
-                clipped = ref[i].grad
+                clipped = want["clipped"][i]
                 alone = raw[i] * min(1.0, max_norm / (float(raw[i].norm()) + 1e-6))
                 m_of = lambda gr, beta: beta * m[i] + (1 - beta) * gr           # noqa: E731
                 v_of = lambda gr, beta: beta * v[i] + (1 - beta) * gr * gr      # noqa: E731
-                m_mistakes = ((state["exp_avg_sq"], "you returned v in m's place: return "
-                                                   "(params, m, v, loss)"),
+                m_mistakes = ((want["v"][i], "you returned v in m's place: return "
+                                             "(params, m, v, loss)"),
                               (m_of(clipped, b2), "m's decay is β₁ = cfg.betas[0], not β₂"),
                               (m_of(raw[i], b1), clip_hint + "; these are the unclipped ones"),
-                              (m_of(alone, b1), clip_hint + "; this tensor was clipped alone"))
-                v_mistakes = ((state["exp_avg"], "you returned m in v's place: return "
-                                                "(params, m, v, loss)"),
+                              (m_of(alone, b1), clip_hint + "; this tensor was clipped alone"),
+                              (m_of(clipped, 0.9), fixed))
+                v_mistakes = ((want["m"][i], "you returned m in v's place: return "
+                                             "(params, m, v, loss)"),
                               (v_of(clipped, b1), "v's decay is β₂ = cfg.betas[1], not β₁"),
                               (v_of(raw[i], b2), clip_hint + "; these are the unclipped ones"),
-                              (v_of(alone, b2), clip_hint + "; this tensor was clipped alone"))
-                _close(got_m[i], state["exp_avg"], f"{case}: m of {name}",
+                              (v_of(alone, b2), clip_hint + "; this tensor was clipped alone"),
+                              (v_of(clipped, 0.99), fixed), (v_of(clipped, 0.999), fixed))
+                if stale is not None:
+                    m_mistakes = ((m_of(stale[i], b1), stale_why),) + m_mistakes
+                    v_mistakes = ((v_of(stale[i], b2), stale_why),) + v_mistakes
+                _close(got_m[i], want["m"][i], f"{case}: m of {name}",
                        diagnose=lambda out: _diagnosis(out, m_mistakes))
-                _close(got_v[i], state["exp_avg_sq"], f"{case}: v of {name}",
+                _close(got_v[i], want["v"][i], f"{case}: v of {name}",
                        diagnose=lambda out: _diagnosis(out, v_mistakes))
-                _close(got_p[i], ref[i], f"{case}: {name}", tol=1e-12, diagnose=lambda out: (
-                    " (the rate of step s is warmup_cosine_lr(s, …) and AdamW's t is s + 1; "
-                    "clip the gradients by their global norm before the update; decay only "
-                    "the matrices)"))
-            m = [opt.state[p]["exp_avg"].clone() for p in ref]
-            v = [opt.state[p]["exp_avg_sq"].clone() for p in ref]
+                _close(got_p[i], want["params"][i], f"{case}: {name}", tol=1e-12,
+                       diagnose=lambda out: (
+                           " (the rate of step s is warmup_cosine_lr(s, …) and AdamW's t is "
+                           "s + 1; clip the gradients by their global norm before the update; "
+                           "decay only the matrices)"))
     return "loss, gradients, global-norm clip, scheduled AdamW: six steps equal to mathref's"

@@ -754,3 +754,111 @@ def train_step_m_v_swapped(logits_fn, params, x, y, m, v, step, cfg, parts):
 
 
 WRONG_ANSWERS["ch16-train-step"] += [train_step_betas_swapped, train_step_m_v_swapped]
+
+
+# ---- found by the sixth read of chapter 16 (2026-11-30) -------------------------------------
+def train_step_accumulates(logits_fn, params, x, y, m, v, step, cfg, parts):   # M1
+    # loss.backward() adds into p.grad, never zeroed: from the second step on, every gradient
+    # is the sum of all steps' gradients so far (the payoff's loss ends at 4.24, not 2.257)
+    lr = parts["schedule"](step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
+    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())
+    loss.backward()
+    grads, _ = parts["clip"]([p.grad for p in params], cfg.grad_clip)
+    out = [parts["adamw"](p.detach(), g, a, b, step + 1, lr, cfg.betas, 1e-8,
+                          cfg.weight_decay if p.dim() >= 2 else 0.0)
+           for p, g, a, b in zip(params, grads, m, v)]
+    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()
+
+
+def train_step_betas_hardcoded(logits_fn, params, x, y, m, v, step, cfg, parts):   # L2
+    fixed = parts | {"adamw": lambda p, g, a, b, t, lr, betas, eps, wd: parts["adamw"](
+        p, g, a, b, t, lr, (0.9, 0.99), eps, wd)}
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, fixed)
+
+
+def rope_float64_cos(x, positions, base=10000.0):     # M2: a float32 x comes back float64
+    d = x.shape[-1]
+    cos, sin = _angles(d, positions, base, torch.float64)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+
+
+def rope_contiguous_positions(x, positions, base=10000.0):   # L1: positions[0] + t for row t
+    d = x.shape[-1]
+    start = int(positions[0])
+    cos, sin = _angles(d, torch.arange(start, start + x.shape[-2]), base, x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+
+
+WRONG_ANSWERS["ch16-train-step"] += [train_step_accumulates, train_step_betas_hardcoded]
+WRONG_ANSWERS["ch16-rope"] += [rope_float64_cos, rope_contiguous_positions]
+
+# right answers in other forms: loss.backward() with the gradients cleared before it, or after
+# them (the payoff's loop passes the same parameters to every step, as the check now does)
+RIGHT_ANSWERS["ch16-train-step"] = [
+    "def train_step(logits_fn, params, x, y, m, v, step, cfg, parts):\n"
+    "    for p in params:\n"
+    "        p.grad = None\n"
+    "    lr = parts['schedule'](step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)\n"
+    "    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())\n"
+    "    loss.backward()\n"
+    "    grads, _ = parts['clip']([p.grad for p in params], cfg.grad_clip)\n"
+    "    out = [parts['adamw'](p.detach(), g, a, b, step + 1, lr, cfg.betas, 1e-8,\n"
+    "                          cfg.weight_decay if p.dim() >= 2 else 0.0)\n"
+    "           for p, g, a, b in zip(params, grads, m, v)]\n"
+    "    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()\n",
+    "def train_step(logits_fn, params, x, y, m, v, step, cfg, parts):\n"
+    "    lr = parts['schedule'](step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)\n"
+    "    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())\n"
+    "    loss.backward()\n"
+    "    grads, _ = parts['clip']([p.grad.clone() for p in params], cfg.grad_clip)\n"
+    "    for p in params:\n"
+    "        p.grad.zero_()                 # cleared after use (the grader refuses p.grad = ...)\n"
+    "    new_p, new_m, new_v = [], [], []\n"
+    "    with torch.no_grad():\n"
+    "        for p, g, a, b in zip(params, grads, m, v):\n"
+    "            q, a, b = parts['adamw'](p, g, a, b, step + 1, lr, cfg.betas, 1e-8,\n"
+    "                                     cfg.weight_decay if p.dim() >= 2 else 0.0)\n"
+    "            p.copy_(q)                 # in place, as an optimizer does\n"
+    "            new_p.append(p)\n"
+    "            new_m.append(a)\n"
+    "            new_v.append(b)\n"
+    "    return new_p, new_m, new_v, loss.detach()\n",
+]
+RIGHT_ANSWERS["ch16-rope"] = [
+    # rotations as complex multiplication, the half layout as (x_i + i·x_(i+d/2))
+    "def apply_rope(x, positions, base=10000.0):\n"
+    "    d = x.shape[-1]\n"
+    "    theta = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)\n"
+    "    angle = positions.to(torch.float64)[:, None] * theta\n"
+    "    z = torch.complex(x[..., : d // 2].double(), x[..., d // 2:].double())\n"
+    "    z = z * torch.polar(torch.ones_like(angle), angle)\n"
+    "    return torch.cat([z.real, z.imag], -1).to(x.dtype)\n",
+]
+
+
+def generate_float32_softmax(step, prompt, max_new_tokens, temperature=0.0, top_k=None,
+                             top_p=None, draw=None):   # L9: refused in the notebook, not graded
+    def rounded(probs):       # the softmax in float32, handed to draw as float64, renormalized
+        probs = probs.float().double()
+        return draw(probs / probs.sum(-1, keepdim=True))
+    return _generate(step, prompt, max_new_tokens, temperature, top_k, top_p, rounded)
+
+
+WRONG_ANSWERS["ch16-generate"].append(generate_float32_softmax)
+
+
+# L3: PyTorch's own list arithmetic (torch._foreach_*), which its AdamW runs: the statement
+# refuses only torch.optim and mathref's optimizers
+RIGHT_ANSWERS["ch16-adamw"].append(
+    "def adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay):\n"
+    "    p, m, v = p.clone(), m.clone(), v.clone()\n"
+    "    torch._foreach_mul_([p], 1 - lr * weight_decay)\n"
+    "    torch._foreach_lerp_([m], [g], 1 - betas[0])\n"
+    "    torch._foreach_mul_([v], betas[1])\n"
+    "    torch._foreach_addcmul_([v], [g], [g], 1 - betas[1])\n"
+    "    denom = torch._foreach_add(torch._foreach_sqrt(torch._foreach_div([v], 1 - betas[1] ** t)),\n"
+    "                               eps)\n"
+    "    torch._foreach_addcdiv_([p], [m], denom, -lr / (1 - betas[0] ** t))\n"
+    "    return p, m, v\n")
