@@ -208,7 +208,7 @@ def test_one_hot_embedding_gradient_is_compared_under_the_grader(tmp_path):
     """The tenth read's M1: under the grader the answer's output comes back without a graph, so
     the gradient test never ran and a detached copy marked requires_grad, or a product with a
     zero gradient, scored pass. The gradient is now computed in the student's process
-    (chapter 16's _grads_where_run, sent by mathref.grade.rpc.apply) and compared by the
+    (mathref.checks.remote.grads_where_run, sent by mathref.grade.rpc.apply) and compared by the
     grader; the reference still passes."""
     label = "ch10-one-hot-embedding"
     one_hot = "    one_hot = F.one_hot(ids, num_classes=E.shape[0]).to(E.dtype)\n"

@@ -814,13 +814,32 @@ def test_a_submission_is_capped_in_memory_and_disk_as_a_whole(tmp_path):
         assert codes == "[0, 0, 0]", codes
 
 
-def test_ch16_gradients_are_compared_under_the_grader(tmp_path):
-    """Chapter 16's fourth read, F1: a remote output comes back as data without a graph, so the
+def test_ch16_graphs_and_the_sixth_reads_attacks_under_the_grader(tmp_path):
+    """One CLI run on chapter 16: the reference, right forward passes
+    whose graph is cut (the fourth read), the sixth read's attacks and right answers in other
+    forms.
+
+    Chapter 16's fourth read, F1: a remote output comes back as data without a graph, so the
     checks of chapter 16 compute the probe gradients in the student's process (a checker's
     plain function sent there, mathref.grade.rpc.apply) and compare them in the grader. Right
-    forward passes with a cut or missing graph fail through the CLI; the reference passes."""
+    forward passes with a cut or missing graph fail through the CLI; the reference passes.
+
+    Chapter 16's sixth read: a train step whose gradients add up across steps
+    (loss.backward() and p.grad, never cleared: the check's six steps now share their leaves in
+    the student's process, as the payoff's loop does), a RoPE that returns float64 for a float32
+    input, and a decoder whose softmax is float32 (the distributions passed to draw now come
+    back from the student's process and are compared, as in the notebook) all fail, each
+    message naming its cause; right answers in other forms (backward with the gradients cleared
+    after use, RoPE as complex multiplication, the reference decoder) pass."""
+    from tests.exercises.ch16 import RIGHT_ANSWERS
     from tests.notebooks import solution_cell
     source = read(ROOT / "notebooks" / "16_build_it_yourself.ipynb")
+
+    def edited(label, old, new):
+        body = solution_cell(source, label).source
+        assert old in body, label
+        return body.replace(old, new)
+
     cut = {"ch16-rms-norm": (
         "def rms_norm(x, weight, eps=1e-5):\n"
         "    return x / torch.sqrt(x.detach().pow(2).mean(dim=-1, keepdim=True) + eps) * weight\n"),
@@ -828,28 +847,48 @@ def test_ch16_gradients_are_compared_under_the_grader(tmp_path):
         "def swiglu_mlp(x, w_gate, w_up, w_down):\n"
         "    gate = x @ w_gate.T\n"
         "    return ((gate * torch.sigmoid(gate) * (x @ w_up.T)) @ w_down.T)"
-        ".detach().requires_grad_()\n")}
-    for label, old, new in (
-            ("ch16-attention", "out = torch.softmax(scores, dim=-1) @ v",
-             "out = torch.softmax(scores, dim=-1).detach() @ v"),
-            ("ch16-gpt-forward", 'x = params["tok_emb.weight"][idx]',
-             'x = params["tok_emb.weight"].detach()[idx]')):
-        body = solution_cell(source, label).source
-        assert old in body, label
-        cut[label] = body.replace(old, new)
+        ".detach().requires_grad_()\n"),
+        "ch16-attention": edited("ch16-attention", "out = torch.softmax(scores, dim=-1) @ v",
+                                 "out = torch.softmax(scores, dim=-1).detach() @ v"),
+        "ch16-gpt-forward": edited("ch16-gpt-forward", 'x = params["tok_emb.weight"][idx]',
+                                   'x = params["tok_emb.weight"].detach()[idx]')}
+    attacks = {
+        "ch16-train-step": edited(
+            "ch16-train-step",
+            "grads, _ = parts[\"clip\"](list(torch.autograd.grad(loss, params)), cfg.grad_clip)",
+            "loss.backward()\n    grads, _ = parts[\"clip\"]([p.grad for p in params], "
+            "cfg.grad_clip)"),
+        "ch16-rope": edited(
+            "ch16-rope",
+            "cos, sin = angle.cos().to(x.device, x.dtype), angle.sin().to(x.device, x.dtype)",
+            "cos, sin = angle.cos(), angle.sin()"),
+        "ch16-generate": edited(
+            "ch16-generate", "probs = torch.softmax(last, dim=-1)",
+            "probs = torch.softmax(last.float(), dim=-1).double()\n"
+            "            probs = probs / probs.sum(dim=-1, keepdim=True)")}
+    right = {"ch16-train-step": RIGHT_ANSWERS["ch16-train-step"][1],
+             "ch16-rope": RIGHT_ANSWERS["ch16-rope"][0],
+             "ch16-generate": solution_cell(source, "ch16-generate").source}
     folder = tmp_path / "subs"
     folder.mkdir()
     nbformat.write(source, folder / "reference.ipynb")
-    nbformat.write(_attempting(source, cut), folder / "cut.ipynb")
+    for name, bodies in (("cut", cut), ("attacks", attacks), ("right", right)):
+        nbformat.write(_attempting(source, bodies), folder / f"{name}.ipynb")
     run, rows = _grade_folder_cli(folder, source, tmp_path)
-    labels = exercise_labels(source)
-    assert rows["reference"]["score"] == str(len(labels)), run.stdout
+    assert rows["reference"]["score"] == str(len(exercise_labels(source))), run.stdout
     assert all(rows["cut"][label] == "fail" for label in cut), run.stdout
     assert _others_not_attempted(rows["cut"], cut), run.stdout
     report = "\n".join(_section(run.stdout, "cut"))
     assert "the gradient with respect to x differs" in report, report
     assert "new leaf tensor" in report, report
     assert "does not depend on tok_emb.weight" in report, report
+    assert all(rows["attacks"][label] == "fail" for label in attacks), run.stdout
+    assert all(rows["right"][label] == "pass" for label in right), run.stdout
+    assert _others_not_attempted(rows["attacks"], attacks), run.stdout
+    report = "\n".join(_section(run.stdout, "attacks"))
+    assert "add up across steps" in report, report
+    assert "x of dtype float32: your output is torch.float64" in report, report
+    assert "the probabilities of new token 0 differ from the statement's" in report, report
 
 
 def test_ch15_numpy_in_the_online_softmax_exercises_is_refused_by_the_grader(tmp_path):
@@ -1033,45 +1072,3 @@ def test_a_refused_function_at_the_solution_cells_top_level_is_refused_by_the_gr
     assert "mathref.positions.alibi_bias" in report, report
 
 
-def test_ch16_sixth_read_attacks_fail_under_the_grader_and_right_answers_pass(tmp_path):
-    """Chapter 16's sixth read, through ``python -m mathref.grade``: a train step whose
-    gradients add up across steps (loss.backward() and p.grad, never cleared: the check's six
-    steps now share their leaves in the student's process, as the payoff's loop does), a RoPE
-    that returns float64 for a float32 input, and a decoder whose softmax is float32 (the
-    distributions passed to draw now come back from the student's process and are compared,
-    as in the notebook) all fail, each message naming its cause; right answers in other forms
-    (backward with the gradients cleared after use, RoPE as complex multiplication, the
-    reference decoder) pass."""
-    from tests.exercises.ch16 import RIGHT_ANSWERS
-    from tests.notebooks import solution_cell
-    source = read(ROOT / "notebooks" / "16_build_it_yourself.ipynb")
-    step = solution_cell(source, "ch16-train-step").source
-    old = "grads, _ = parts[\"clip\"](list(torch.autograd.grad(loss, params)), cfg.grad_clip)"
-    assert old in step
-    decode = solution_cell(source, "ch16-generate").source
-    softmax = "probs = torch.softmax(last, dim=-1)"
-    assert softmax in decode
-    rope = solution_cell(source, "ch16-rope").source
-    cos = "cos, sin = angle.cos().to(x.device, x.dtype), angle.sin().to(x.device, x.dtype)"
-    assert cos in rope
-    attacks = {
-        "ch16-train-step": step.replace(old, "loss.backward()\n    grads, _ = parts[\"clip\"]("
-                                             "[p.grad for p in params], cfg.grad_clip)"),
-        "ch16-rope": rope.replace(cos, "cos, sin = angle.cos(), angle.sin()"),
-        "ch16-generate": decode.replace(softmax, "probs = torch.softmax(last.float(), dim=-1)"
-                                                 ".double()\n            probs = probs / "
-                                                 "probs.sum(dim=-1, keepdim=True)")}
-    right = {"ch16-train-step": RIGHT_ANSWERS["ch16-train-step"][1],
-             "ch16-rope": RIGHT_ANSWERS["ch16-rope"][0], "ch16-generate": decode}
-    folder = tmp_path / "subs"
-    folder.mkdir()
-    nbformat.write(_attempting(source, attacks), folder / "attacks.ipynb")
-    nbformat.write(_attempting(source, right), folder / "right.ipynb")
-    run, rows = _grade_folder_cli(folder, source, tmp_path)
-    assert all(rows["attacks"][label] == "fail" for label in attacks), run.stdout
-    assert all(rows["right"][label] == "pass" for label in right), run.stdout
-    assert _others_not_attempted(rows["attacks"], attacks), run.stdout
-    report = "\n".join(_section(run.stdout, "attacks"))
-    assert "add up across steps" in report, report
-    assert "x of dtype float32: your output is torch.float64" in report, report
-    assert "the probabilities of new token 0 differ from the statement's" in report, report

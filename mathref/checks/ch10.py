@@ -11,7 +11,7 @@ import torch
 from mathref.checks.core import integer, rng, _stub_code
 from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, expect_tensor_close
 from mathref import tokenizers
-from mathref.checks.ch16 import _grads_where_run, _remote
+from mathref.checks.remote import grads_where_run, remote_apply
 
 __all__ = ["check_ch10_merge_pair", "check_ch10_most_frequent_pair",
            "check_ch10_one_hot_embedding", "check_ch10_bpe_encode"]
@@ -228,19 +228,17 @@ def check_ch10_one_hot_embedding(embed_one_hot):
     _expect_rows(got, E32, ids, "a float32 table of shape [9, 4]", rtol=1e-6, atol=1e-7)
     # the product must carry gradient to E: G's rows added into the rows they used. Under the
     # grader the answer runs in another process and its output comes back as data, without a
-    # graph, so the gradient is computed there (chapter 16's _grads_where_run, sent as code by
+    # graph, so the gradient is computed there (mathref.checks.remote.grads_where_run, sent as code by
     # mathref.grade.rpc.apply) and compared here; in the notebook it is computed here.
     ids = torch.tensor([3, 0, 3])
     probe = torch.randn(3, E.shape[1], generator=gen, dtype=torch.float64)
     W = E.detach().clone().requires_grad_(True)
     build = lambda leaves: (ids, leaves[0])     # noqa: E731 (sent to the worker as code)
-    # core's wrapper (a plain function) carries apply; a handle's attributes would be the worker's
-    apply = getattr(embed_one_hot, "apply", None) \
-        if isinstance(embed_one_hot, types.FunctionType) else None
-    if apply is not None and _remote(embed_one_hot):
-        out, grads = apply(_grads_where_run, [W], build, probe, False)
+    apply = remote_apply(embed_one_hot)
+    if apply is not None:
+        out, grads = apply(grads_where_run, [W], build, probe, False)
     else:
-        out, grads = _grads_where_run(embed_one_hot, [W], build, probe, False)
+        out, grads = grads_where_run(embed_one_hot, [W], build, probe, False)
     expect(grads != "no graph", "the result should depend on E through autograd (use a product, "
                                 "not a detached copy)")
     expect(grads != "leaf", "your result requires grad but has no history (a detached copy "

@@ -9,14 +9,13 @@ that each exercise tests one piece. Each checker takes ``generator`` (a torch.Ge
 a fixed seed) from which it draws its test inputs.
 """
 import math
-import types
 
 import torch
 import torch.nn.functional as F
 
 from mathref.checks.ch13 import ATTENTION_CALLS
-from mathref.checks import core as _core
-from mathref.checks.core import CheckFailure, exercise, expect, expect_callable, is_remote
+from mathref.checks.core import CheckFailure, exercise, expect, expect_callable
+from mathref.checks.remote import grads_where_run, remote_apply
 
 __all__ = ["check_ch16_rms_norm", "check_ch16_rope", "check_ch16_swiglu",
            "check_ch16_attention", "check_ch16_block", "check_ch16_gpt_forward",
@@ -173,48 +172,13 @@ def _diagnosis(got, mistakes):
     return ""
 
 
-def _remote(answer):
-    """Whether ``answer`` is the grader's handle to a function running in another process (as
-    handed in, or wrapped by mathref.checks.core, whose wrapper holds it in its closure or as
-    ``__wrapped__``): its outputs come back as data, without a graph."""
-    if is_remote(answer) or is_remote(getattr(answer, "__wrapped__", None)):
-        return True
-    code = getattr(answer, "__code__", None)
-    if code is not None and code.co_filename == _core.__file__:
-        for cell in answer.__closure__ or ():
-            try:
-                if is_remote(cell.cell_contents):
-                    return True
-            except ValueError:          # an empty cell
-                continue
-    return False
-
-
-def _grads_where_run(answer, leaves, build, probe, pair):
-    """Runs where the answer's code runs (in the grader, in the student's process, sent there as
-    code by mathref.grade.rpc.apply): ``answer(*build(leaves))``, then the facts about its
-    output's graph and the gradients of ⟨probe, output⟩ w.r.t. the leaves, as data (a graph
-    never crosses the grader's channel). ``pair``: the output is the first of a returned pair."""
-    result = answer(*build(leaves))
-    out = result[0] if pair and isinstance(result, (tuple, list)) and len(result) else result
-    if not isinstance(out, torch.Tensor) or not out.requires_grad:
-        return result, "no graph"
-    if out.grad_fn is None:
-        return result, "leaf"
-    if tuple(out.shape) != tuple(probe.shape):
-        return result, None
-    grads = torch.autograd.grad((out * probe).sum(), leaves, allow_unused=True)
-    return result, [None if gr is None else gr.detach() for gr in grads]
-
-
 def _run(answer, leaves, build, probe, pair=False):
     """(what ``answer(*build(leaves))`` returned, its gradients): the gradients computed where
-    the answer runs (see _grads_where_run) when it runs in the grader's other process, else
+    the answer runs (see remote.grads_where_run) when it runs in the grader's other process, else
     None (computed here by _compare_grads, the output carrying its graph)."""
-    # core's wrapper (a plain function) carries apply; a handle's attributes would be the worker's
-    apply = getattr(answer, "apply", None) if isinstance(answer, types.FunctionType) else None
-    if apply is not None and _remote(answer):
-        return apply(_grads_where_run, leaves, build, probe, pair)
+    apply = remote_apply(answer)
+    if apply is not None:
+        return apply(grads_where_run, leaves, build, probe, pair)
     return answer(*build(leaves)), None
 
 
@@ -882,8 +846,8 @@ def check_ch16_generate(generate, *, generator=None):
     the prompt fed once and then one token per call."""
     expect_callable(generate, "generate(step, prompt, max_new_tokens, temperature=0.0, "
                               "top_k=None, top_p=None, draw=None)")
-    apply = getattr(generate, "apply", None) if isinstance(generate, types.FunctionType) else None
-    remote = apply is not None and _remote(generate)
+    apply = remote_apply(generate)
+    remote = apply is not None
 
     def run(*args):         # the same comparisons in the notebook and under the grader
         return apply(_generate_where_run, *args) if remote else _generate_where_run(generate,
@@ -1034,8 +998,7 @@ def check_ch16_train_step(train_step, *, generator=None):
     from mathref.train import TrainConfig
     g = _gen(generator, 1611)
     V, d, B, T = 7, 6, 3, 5
-    apply = getattr(train_step, "apply", None) if isinstance(train_step, types.FunctionType) \
-        else None
+    apply = remote_apply(train_step)
     for max_norm, weight_decay, betas in ((0.05, 0.1, (0.85, 0.95)), (100.0, 0.3, (0.8, 0.999))):
         cfg = TrainConfig(max_steps=6, warmup_steps=2, lr=0.05, min_lr=0.005,
                           weight_decay=weight_decay, grad_clip=max_norm, batch_size=B,
@@ -1072,7 +1035,7 @@ def check_ch16_train_step(train_step, *, generator=None):
         # the learner's six steps, on one list of leaves (in the student's process under the
         # grader: .grad never crosses its channel)
         args = (_tiny_logits, weights, batches, moments, cfg, dict(TRAIN_PARTS))
-        if apply is not None and _remote(train_step):
+        if apply is not None:
             ran = apply(_steps_where_run, *args)
         else:
             ran = _steps_where_run(train_step, *args)
