@@ -55,3 +55,51 @@ def test_a_float32_adam_step_is_named(check):
 @pytest.mark.parametrize("check", [checks.check_ch06_adam_step, checks.check_ch06_adamw_step])
 def test_the_float64_adam_step_passes(check):
     check(_adam64)
+
+
+# The tenth read's M3: where ε sits is a formula error, not float32 rounding. Kingma and Ba's
+# "efficient" form (ε added to √v, the correction folded into the step size, as in TensorFlow)
+# and √(v̂ + ε²), both computed in float64, were refused with "the size of float32 rounding ...
+# compute in float64"; they are named now, and the float32 hint is kept for float32 rounding.
+def _adam_eps(theta, grad, m, v, t, lr, beta1, beta2, eps, weight_decay=0.0, where="sqrt(v)"):
+    theta = theta * (1 - lr * weight_decay)
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad * grad
+    if where == "sqrt(v)":                             # Kingma & Ba, Algorithm 1's last lines
+        step = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) * m / (v.sqrt() + eps)
+    elif where == "sqrt(v_hat + eps^2)":
+        step = lr * (m / (1 - beta1 ** t)) / (v / (1 - beta2 ** t) + eps ** 2).sqrt()
+    else:                                              # a float64 formula off by about 1e-6
+        step = lr * (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt() + eps) * (1 + 1e-6)
+    return theta - step, m, v
+
+
+@pytest.mark.parametrize("check", [checks.check_ch06_adam_step, checks.check_ch06_adamw_step])
+@pytest.mark.parametrize("where, named", [("sqrt(v)", "before the bias correction"),
+                                          ("sqrt(v_hat + eps^2)", "√(v̂ + ε²)")])
+def test_where_eps_sits_is_named_not_float32(check, where, named):
+    with pytest.raises(ExerciseCheckFailed) as failed:
+        check(lambda *a: _adam_eps(*a, where=where))
+    assert named in failed.value.message and "float32" not in failed.value.message, \
+        failed.value.message
+
+
+@pytest.mark.parametrize("check", [checks.check_ch06_adam_step, checks.check_ch06_adamw_step])
+def test_a_small_float64_error_is_not_blamed_on_float32(check):
+    with pytest.raises(ExerciseCheckFailed) as failed:
+        check(lambda *a: _adam_eps(*a, where="off by 1e-6"))
+    assert "float32" not in failed.value.message, failed.value.message
+
+
+def _adam_sqrt32(theta, grad, m, v, t, lr, beta1, beta2, eps, weight_decay=0.0):
+    theta = theta * (1 - lr * weight_decay)
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad * grad
+    root = (v / (1 - beta2 ** t)).float().sqrt().double()      # one intermediate in float32
+    return theta - lr * (m / (1 - beta1 ** t)) / (root + eps), m, v
+
+
+@pytest.mark.parametrize("check", [checks.check_ch06_adam_step, checks.check_ch06_adamw_step])
+def test_one_float32_intermediate_is_named(check):
+    with pytest.raises(ExerciseCheckFailed, match="float32 rounding"):
+        check(_adam_sqrt32)
