@@ -16,7 +16,8 @@ __all__ = ["check_ch06_warmup_cosine", "check_ch06_clip_global_norm", "check_ch0
     "torch.optim.lr_scheduler.CosineAnnealingLR.get_lr",
     "torch.optim.lr_scheduler.CosineAnnealingLR._get_closed_form_lr",
     "torch.optim.lr_scheduler.CosineAnnealingWarmRestarts.get_lr",
-    "torch.optim.lr_scheduler.OneCycleLR.get_lr"),
+    "torch.optim.lr_scheduler.OneCycleLR.get_lr",
+    "torch.optim.lr_scheduler.OneCycleLR._annealing_cos"),
     because="the exercise is to write the schedule's formula yourself")
 def check_ch06_warmup_cosine(lr_at):
     """lr_at(step, warmup_steps, total_steps, lr_max, lr_min): linear warm-up, cosine to a floor."""
@@ -64,7 +65,8 @@ def check_ch06_clip_global_norm(clip_global_norm):
     """clip_global_norm(grads, max_norm) returns the list of gradients scaled by min(1, c/‖g‖)."""
     expect_callable(clip_global_norm, "clip_global_norm(grads, max_norm)")
     gen = rng(6)
-    cases = [([torch.tensor([3.0, 0.0]), torch.tensor([[0.0, 4.0]])], 1.0),      # norm 5
+    # norm 5; more than one entry per tensor differs, so clipping values tells from clipping tensors
+    cases = [([torch.tensor([2.0, 2.0, 1.0]), torch.tensor([[0.0, 4.0]])], 1.0),
              ([torch.tensor([3.0, 0.0]), torch.tensor([[0.0, 4.0]])], 10.0),     # untouched
              ([torch.tensor([0.1]), 10 * torch.ones(3, 3)], 2.0),
              ([torch.randn(4, 5, generator=gen, dtype=torch.float64),
@@ -78,7 +80,11 @@ def check_ch06_clip_global_norm(clip_global_norm):
                f"expected a list of {len(want)} tensors, got {type(got).__name__}")
         norm = math.sqrt(sum(float((g ** 2).sum()) for g in originals))
         for i, (a, b) in enumerate(zip(got, want)):
-            a = torch.as_tensor(a, dtype=b.dtype)
+            expect(isinstance(a, torch.Tensor), f"gradient {i}: expected a tensor, got "
+                                                f"{type(a).__name__}: scale the tensors (g * factor)")
+            expect(a.dtype == b.dtype, f"gradient {i} is {str(a.dtype).replace('torch.', '')}, "
+                                       f"but it was given as {str(b.dtype).replace('torch.', '')}: "
+                                       "keep each gradient's dtype")
             expect(a.shape == b.shape, f"gradient {i}: shape {tuple(a.shape)}, expected "
                                        f"{tuple(b.shape)}")
             expect(torch.allclose(a, b, rtol=1e-5, atol=1e-7),
@@ -101,6 +107,9 @@ def _clip_hint(got, grads, c, norm):
     def same(factors):
         return all(torch.allclose(g, f * o, rtol=1e-5, atol=1e-7)
                    for g, f, o in zip(got, factors, grads))
+    if all(torch.allclose(g, o.clamp(-c, c), rtol=1e-5, atol=1e-7) for g, o in zip(got, grads)):
+        return (" (you clipped each value to [−c, c]: clipping by norm scales every tensor by one "
+                "factor, min(1, c/‖g‖), and keeps the direction)")
     if same([min(1.0, c / float(o.norm())) for o in grads]) and len(grads) > 1:
         return " (you clipped each tensor by its own norm: one factor from the global norm)"
     if norm < c and same([c / norm] * len(grads)):
