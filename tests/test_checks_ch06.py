@@ -143,3 +143,26 @@ def test_onecycle_private_cosine_is_refused():
                                          (step - warmup_steps) / (total_steps - warmup_steps))
     with pytest.raises(ExerciseCheckFailed, match="_annealing_cos"):
         checks.check_ch06_warmup_cosine(lr_at)
+
+
+# The tenth read's L6: NumPy's SVD gufunc on G.tolist() (no ndarray method, no tensor handed to
+# NumPy, so no profile event) passed the notebook gate; an answer whose code names NumPy is
+# refused now, as the grader's trusted side refused the private name.
+def test_numpy_svd_gufunc_is_refused():
+    import numpy as np
+
+    def orthogonalize(G, steps):
+        u, s, vh = np.linalg._umath_linalg.svd_s(G.tolist())
+        s = [float(x) for x in s]
+        norm = math.sqrt(sum(x * x for x in s))
+        p = []
+        for x in s:
+            x = x / norm
+            for _ in range(steps):
+                x = 3.4445 * x - 4.7750 * x ** 3 + 2.0315 * x ** 5
+            p.append(x)
+        U = torch.tensor([[float(v) for v in row] for row in u], dtype=G.dtype)
+        Vh = torch.tensor([[float(v) for v in row] for row in vh], dtype=G.dtype)
+        return U @ torch.diag(torch.tensor(p, dtype=G.dtype)) @ Vh
+    with pytest.raises(ExerciseCheckFailed, match="NumPy"):
+        checks.check_ch06_newton_schulz(orthogonalize)
