@@ -1,5 +1,6 @@
 """Chapter 8's BatchNorm-backward checker names each ε mistake and each statistic treated as a
-constant (the sixth and seventh reads found three refused with a bare mismatch)."""
+constant (the sixth and seventh reads found three refused with a bare mismatch), the one-pass
+variance (not finite differences) and n − 1 in the means (the eighth read)."""
 import pytest
 
 from mathref.checks import CHECKS, ExerciseCheckFailed
@@ -12,6 +13,10 @@ from tests.exercises import ch08 as wrong
     (wrong.bnb_eps_missing_from_dx_scale, "ε is missing from the 1/s"),
     (wrong.bnb_sigma_constant, "σ depends on x too"),
     (wrong.bnb_mu_constant, "μ depends on x too"),
+    (wrong.bnb_one_pass_variance, "mean(x²) − μ² cancels"),       # not "finite differences"
+    (wrong.bnb_bessel_in_means, "n − 1 in place of n"),
+    (wrong.bnb_dropped_one_over_n, "sums where the formula has means"),
+    (wrong.bnb_finite_differences, "what float64 finite differences leave"),
 ])
 def test_batch_norm_backward_names_the_eps_mistake(answer, cause, capsys):
     with pytest.raises(ExerciseCheckFailed) as failure:

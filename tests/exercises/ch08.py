@@ -497,3 +497,22 @@ def bnb_mu_constant(dy, x, gamma, eps=1e-5):
 WRONG_ANSWERS["ch08-batch-norm-backward"] += [bnb_eps_outside_the_root, bnb_eps_missing_from_dx_scale,
                                               bnb_mu_constant]
 
+
+
+def bnb_one_pass_variance(dy, x, gamma, eps=1e-5):
+    """The derivation right, the variance as mean(x²) − μ²: it cancels on a feature whose mean is
+    large against its spread (the eighth read, L2: the message blamed finite differences)."""
+    mu = x.mean(0)
+    s = torch.sqrt((x * x).mean(0) - mu * mu + eps)
+    xhat, g = (x - mu) / s, gamma * dy
+    return _bn_grads((g - g.mean(0) - xhat * (g * xhat).mean(0)) / s, dy, xhat)
+
+
+def bnb_bessel_in_means(dy, x, gamma, eps=1e-5):
+    """n − 1 in dx's two means (the eighth read, L4: named only as a missing 1/n)."""
+    xhat, s = _bn(x, eps)
+    g, m = gamma * dy, x.shape[0] - 1
+    return _bn_grads((g - g.sum(0) / m - xhat * (g * xhat).sum(0) / m) / s, dy, xhat)
+
+
+WRONG_ANSWERS["ch08-batch-norm-backward"] += [bnb_one_pass_variance, bnb_bessel_in_means]
