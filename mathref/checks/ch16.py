@@ -786,7 +786,7 @@ def _decoder(model, uniforms, prompt_len):
         if i >= len(uniforms):
             raise ValueError(f"draw was called more than once per new token ({len(uniforms)})")
         ids = _inverse_cdf(probs, uniforms[i])
-        record["probs"].append(probs)
+        record["probs"].append(probs.clone())    # a decoder may reuse its buffer next step
         record["ids"].append(ids)
         return ids
 
