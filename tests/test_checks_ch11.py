@@ -140,3 +140,22 @@ def test_a_complex_step_under_an_import_machinery_name_or_run_at_import_is_stopp
         sys.path.remove(str(folder))
         sys.modules.pop("rows_at_import", None)
     assert "50,000 lines of Python" in failure.value.message, failure.value.message
+
+
+def test_a_high_order_stencil_is_refused_by_the_size_of_the_terms():
+    """The tenth read's M1: a 16th-order central difference of a hand-written softmax met rtol
+    1e-13 / atol 1e-14 on every case and passed. Each entry must now also be within 1e-13 of
+    P_n (|G_n| + Σ_j |G_j| P_j), which the exact formula meets however small P_n and a
+    difference quotient of the loss does not: it is refused on the scores of shape [2, 3, 4, 6],
+    where it still meets the old tolerance."""
+    from mathref.checks.core import rng
+    S = (torch.randn(2, 3, 4, 6, generator=rng(1), dtype=torch.float64) * 3).requires_grad_()
+    P = torch.softmax(S, -1)
+    G_P = torch.randn(S.shape, generator=rng(11), dtype=torch.float64)
+    (want,) = torch.autograd.grad(P, S, G_P)
+    got = ch11.softmax_bw_sixteenth_order_stencil(P.detach(), G_P)
+    assert torch.isclose(got, want, rtol=1e-13, atol=1e-14).all()     # the old tolerance: met
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch11-softmax-backward"](ch11.softmax_bw_sixteenth_order_stencil)
+    message = failure.value.message
+    assert "scores of shape [2, 3, 4, 6]" in message and "P_n (|G_n| + Σ_j |G_j| P_j)" in message, message
