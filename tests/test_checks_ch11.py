@@ -179,3 +179,15 @@ def test_attention_in_float32_is_told_it_is_float32_rounding(cast_back):
         CHECKS["ch11-attention"](attention)
     message = failure.value.message
     assert "float32" in message and "compute in float64" in message, message
+
+
+def test_a_parameter_count_must_be_an_int():
+    """The tenth read's L4: true division (d_model / n_heads) gave 288.0, which passed."""
+    def mha_param_count(d_model, n_heads, n_kv_heads, bias):
+        d_kv = n_kv_heads * d_model / n_heads
+        return 2 * d_model * d_model + 2 * d_model * d_kv + ((2 * d_model + 2 * d_kv) if bias else 0)
+
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch11-mha-param-count"](mha_param_count)
+    message = failure.value.message
+    assert "return an int" in message and "288.0" in message and "//" in message, message

@@ -5,6 +5,7 @@ Every expected value comes from PyTorch itself in float64: ``F.scaled_dot_produc
 autograd through ``torch.softmax``, ``nn.MultiheadAttention`` and its parameter count.
 """
 import math
+import numbers
 
 import torch
 import torch.nn.functional as F
@@ -126,6 +127,13 @@ def _drawn_heads(gen):
     return h * integer(gen, 1, 33), h, h_kv, bool(integer(gen, 0, 2))
 
 
+def _expect_whole_number(got, what):
+    """A count is an int (the tenth read's L4: 288.0 from true division passed)."""
+    expect(isinstance(got, numbers.Integral) and not isinstance(got, bool),
+           f"{what}: a parameter count is a whole number, so return an int; got {got!r} "
+           f"({type(got).__name__}){' (use // rather than /)' if isinstance(got, float) else ''}")
+
+
 @exercise("ch11-mha-param-count",
           forbid=("mathref.attention.MultiHeadAttention.__init__",
                   "torch.nn.MultiheadAttention.__init__", "torch.nn.Linear.__init__"),
@@ -140,12 +148,14 @@ def check_ch11_mha_param_count(mha_param_count):
         ref = nn.MultiheadAttention(d, h, bias=True)
         want = sum(p.numel() for p in ref.parameters())
         got = mha_param_count(d, h, h, True)
+        _expect_whole_number(got, f"d_model={d}, {h} heads with biases")
         expect(got == want, f"d_model={d}, {h} heads with biases: nn.MultiheadAttention has "
                             f"{want} parameters, you counted {got}")
     for d, h, h_kv, bias in ((512, 8, 8, False), (768, 12, 12, True), (512, 8, 2, True),
                              (64, 8, 1, False), (96, 6, 3, True), _drawn_heads(rng(2))):
         want = sum(p.numel() for p in MultiHeadAttention(d, h, h_kv, bias=bias).parameters())
         got = mha_param_count(d, h, h_kv, bias)
+        _expect_whole_number(got, f"d_model={d}, n_heads={h}, n_kv_heads={h_kv}, bias={bias}")
         expect(got == want, f"d_model={d}, n_heads={h}, n_kv_heads={h_kv}, bias={bias}: "
                             f"expected {want} parameters, got {got}")
     return "4d² + 4d with full heads; grouped K/V heads shrink W_K and W_V to d × H_kv·d_k"
