@@ -140,3 +140,54 @@ def test_a_complex_step_under_an_import_machinery_name_or_run_at_import_is_stopp
         sys.path.remove(str(folder))
         sys.modules.pop("rows_at_import", None)
     assert "50,000 lines of Python" in failure.value.message, failure.value.message
+
+
+def test_a_high_order_stencil_is_refused_by_the_size_of_the_terms():
+    """The tenth read's M1: a 16th-order central difference of a hand-written softmax met rtol
+    1e-13 / atol 1e-14 on every case and passed. Each entry must now also be within 1e-13 of
+    P_n (|G_n| + Σ_j |G_j| P_j), which the exact formula meets however small P_n and a
+    difference quotient of the loss does not: it is refused on the scores of shape [2, 3, 4, 6],
+    where it still meets the old tolerance."""
+    from mathref.checks.core import rng
+    S = (torch.randn(2, 3, 4, 6, generator=rng(1), dtype=torch.float64) * 3).requires_grad_()
+    P = torch.softmax(S, -1)
+    G_P = torch.randn(S.shape, generator=rng(11), dtype=torch.float64)
+    (want,) = torch.autograd.grad(P, S, G_P)
+    got = ch11.softmax_bw_sixteenth_order_stencil(P.detach(), G_P)
+    assert torch.isclose(got, want, rtol=1e-13, atol=1e-14).all()     # the old tolerance: met
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch11-softmax-backward"](ch11.softmax_bw_sixteenth_order_stencil)
+    message = failure.value.message
+    assert "scores of shape [2, 3, 4, 6]" in message and "P_n (|G_n| + Σ_j |G_j| P_j)" in message, message
+
+
+@pytest.mark.parametrize("cast_back", [False, True], ids=["float32-result", "cast-back"])
+def test_attention_in_float32_is_told_it_is_float32_rounding(cast_back):
+    """The tenth read's L3: attention computed in float32 and cast back was refused with
+    "(ratio 1); largest difference 1.35e-07" and no cause, since core's hint measures the error
+    against each entry and one entry of the output is near 0."""
+    import math
+
+    def attention(q, k, v, mask=None):
+        s = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = s + mask.float()
+        out = torch.softmax(s, -1) @ v.float()
+        return out.to(q.dtype) if cast_back else out
+
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch11-attention"](attention)
+    message = failure.value.message
+    assert "float32" in message and "compute in float64" in message, message
+
+
+def test_a_parameter_count_must_be_an_int():
+    """The tenth read's L4: true division (d_model / n_heads) gave 288.0, which passed."""
+    def mha_param_count(d_model, n_heads, n_kv_heads, bias):
+        d_kv = n_kv_heads * d_model / n_heads
+        return 2 * d_model * d_model + 2 * d_model * d_kv + ((2 * d_model + 2 * d_kv) if bias else 0)
+
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch11-mha-param-count"](mha_param_count)
+    message = failure.value.message
+    assert "return an int" in message and "288.0" in message and "//" in message, message

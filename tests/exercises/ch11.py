@@ -190,6 +190,31 @@ def softmax_bw_fourth_order_stencil(P, G_P, h=1e-3):
     return _softmax_bw_by_stencil(P, G_P, h, ((2, -1), (1, 8), (-1, -8), (-2, 1)), 12)
 
 
+def softmax_bw_sixteenth_order_stencil(P, G_P, h=0.1, chunk=256):
+    """The tenth read's M1: a 16th-order central difference (8 points each side) of the
+    by-hand softmax, one column of every row perturbed at a time, vectorised over 256 columns.
+    It meets rtol 1e-13 / atol 1e-14 on every case, the 4096-wide one too, and passed the
+    notebook's check and the grader; it is off by about 1e-9 of the size of the terms where
+    P_n is small, which the check now refuses."""
+    p = 8
+    c = [(-1) ** (k + 1) * math.factorial(p) ** 2 / (k * math.factorial(p - k) * math.factorial(p + k))
+         for k in range(1, p + 1)]
+    S = P.log().reshape(-1, P.shape[-1])
+    G = G_P.reshape(-1, P.shape[-1])
+    N = S.shape[-1]
+    out = torch.zeros_like(S)
+    for n0 in range(0, N, chunk):
+        cols = torch.arange(n0, min(N, n0 + chunk))
+        E = torch.zeros(len(cols), 1, N, dtype=S.dtype)
+        E[torch.arange(len(cols)), 0, cols] = 1.0
+        acc = torch.zeros(len(cols), S.shape[0], dtype=S.dtype)
+        for k, ck in enumerate(c, start=1):
+            acc += ck * ((_softmax_by_hand(S + k * h * E) * G).sum(-1)
+                         - (_softmax_by_hand(S - k * h * E) * G).sum(-1))
+        out[:, cols] = (acc / h).T
+    return torch.nan_to_num(out).reshape(P.shape)
+
+
 def gqa_bw_fourth_order_stencil(q, k, v, G_O, h=1e-3):
     def loss(q, k, v):
         B, H, T, d = q.shape
@@ -344,6 +369,7 @@ WRONG_ANSWERS = {
                               softmax_bw_transposed_jacobian_row, softmax_bw_autograd,
                               softmax_bw_builtin, softmax_bw_log_softmax_builtin, softmax_bw_library,
                               softmax_bw_central_difference, softmax_bw_fourth_order_stencil,
+                              softmax_bw_sixteenth_order_stencil,
                               softmax_bw_python_complex_step, softmax_bw_python_int_fixed_point],
     "ch11-multi-head": [mha_scaled_by_sqrt_dmodel, mha_bad_head_split, mha_wo_per_head],
     "ch11-gqa-backward": [gqa_bw_mean_over_group, gqa_bw_first_head_only, gqa_bw_interleaved_groups,
