@@ -235,11 +235,9 @@ def _right_bpe(text, merges):
     return out
 
 
-def _bpe_table_answer():
-    """The tenth read's M2: a bpe_encode that calls no encoder. Its tables hold the answers to
-    the checker's inputs as the notebook runs them (recorded here by a right encoder), and the
-    ids of every chunk of the random case as it was (words drawn from a fixed list, encoded
-    with the fixed toy merges)."""
+def _recorded_answers():
+    """The checker's inputs as the notebook runs them, with right ids: {repr((text, merges)): ids}
+    and the first case's merges (from the toy corpus)."""
     table, given = {}, []
 
     def recording(text, merges):
@@ -247,7 +245,15 @@ def _bpe_table_answer():
         table[repr((text, given[-1]))] = ids = _right_bpe(text, merges)
         return ids
     checks.check_ch10_bpe_encode(recording)
-    toy = given[0]                          # the first case's merges, from the toy corpus
+    return table, given[0]
+
+
+def _bpe_table_answer():
+    """The tenth read's M2: a bpe_encode that calls no encoder. Its tables hold the answers to
+    the checker's inputs as the notebook runs them (recorded here by a right encoder), and the
+    ids of every chunk of the random case as it was (words drawn from a fixed list, encoded
+    with the fixed toy merges)."""
+    table, toy = _recorded_answers()
     words = " lowest newest widest low kings the aaa café".split(" ")
     chunks = {c: _right_bpe(c, toy) for w in words for c in (w, " " + w)}
     return ("def bpe_encode(text, merges):\n"
@@ -262,6 +268,84 @@ def _bpe_table_answer():
             "            for i in CHUNKS.get(c, [])]\n")
 
 
+def _bpe_table_and_greedy_answer():
+    """The delta read's N1 (/tmp/d10/tablegreedy_src.py): the table of the notebook's answers,
+    and for any other input the longest known piece from the left (not BPE)."""
+    table, _ = _recorded_answers()
+    return ("def bpe_encode(text, merges):\n"
+            "    import re\n\n"
+            "    from mathref.tokenizers import GPT2_SPLIT_PATTERN\n"
+            f"    TABLE = {table!r}\n"
+            "    key = repr((text, [tuple(m) for m in merges]))\n"
+            "    if key in TABLE:\n"
+            "        return list(TABLE[key])\n"
+            "    pieces = {bytes([i]): i for i in range(256)}\n"
+            "    made = {i: bytes([i]) for i in range(256)}\n"
+            "    for r, (a, b) in enumerate(merges):\n"
+            "        made[256 + r] = made[a] + made[b]\n"
+            "        pieces[made[256 + r]] = 256 + r\n"
+            "    out = []\n"
+            "    for chunk in re.findall(GPT2_SPLIT_PATTERN, text):\n"
+            "        data, i = chunk.encode('utf-8'), 0\n"
+            "        while i < len(data):\n"
+            "            j = max(k for k in range(i + 1, len(data) + 1) if data[i:k] in pieces)\n"
+            "            out.append(pieces[data[i:j]])\n"
+            "            i = j\n"
+            "    return out\n")
+
+
+def _table_then(wrong):
+    """The notebook's answers from a table, and the wrong encoder ``wrong`` for other inputs."""
+    table, _ = _recorded_answers()
+
+    def bpe_encode(text, merges):
+        key = repr((text, [tuple(m) for m in merges]))
+        return list(table[key]) if key in table else wrong(text, merges)
+    return bpe_encode
+
+
+def _solution(source):
+    namespace = {}
+    exec(compile(source, "<solution bpe_encode>", "exec"), namespace)
+    return namespace["bpe_encode"]
+
+
+_GENERATORS = range(20)
+
+
+@pytest.mark.parametrize("wrong", [ch10.bpe_greedy_longest, ch10.bpe_first_position,
+                                   ch10.bpe_latest_first, ch10.bpe_no_pretokenization,
+                                   ch10.bpe_split_words_punct, ch10.bpe_split_nonspace],
+                         ids=["greedy", "leftmost", "latest", "no-split", "w-split", "S-split"])
+def test_bpe_encode_random_cases_refuse_a_table_plus_a_wrong_encoder(wrong):
+    """The delta read's N1: the one random case often gave the same ids under greedy longest
+    match or leftmost-pair merging as under BPE, and never caught a missing or \\w-based split,
+    so a table of the fixed cases plus such an encoder passed about half of the grader's
+    seeds. The random texts are now drawn until each of these encoders is caught."""
+    answer = _table_then(wrong)
+    for seed in _GENERATORS:
+        with pytest.raises(ExerciseCheckFailed) as failure:
+            checks.check_ch10_bpe_encode(answer, generator=torch.Generator().manual_seed(seed))
+        assert "random corpus" in failure.value.message, (seed, failure.value.message)
+
+
+def test_bpe_encode_reader_table_and_greedy_fails_in_process():
+    answer = _solution(_bpe_table_and_greedy_answer())
+    answer("abcd", [(98, 99), (256, 100), (97, 98)])          # the source runs
+    for seed in _GENERATORS:
+        with pytest.raises(ExerciseCheckFailed, match="random corpus"):
+            checks.check_ch10_bpe_encode(answer, generator=torch.Generator().manual_seed(seed))
+
+
+def test_bpe_encode_right_answers_pass_on_the_same_generators(capsys):
+    from tests.notebooks import ROOT, read, reference_answer
+    reference = reference_answer(read(ROOT / "notebooks" / "10_tokenization.ipynb"),
+                                 "ch10-bpe-encode")
+    for answer in [reference] + [_solution(s) for s in ch10.RIGHT_ANSWERS["ch10-bpe-encode"]]:
+        for seed in _GENERATORS:
+            checks.check_ch10_bpe_encode(answer, generator=torch.Generator().manual_seed(seed))
+
+
 def test_bpe_encode_refuses_a_table_of_answers_under_the_grader(tmp_path):
     """The tenth read's M2: every input of ch10-bpe-encode was fixed (the random case only
     joined words of a fixed list, with fixed merges), so a table of answers made offline
@@ -271,7 +355,9 @@ def test_bpe_encode_refuses_a_table_of_answers_under_the_grader(tmp_path):
     label = "ch10-bpe-encode"
     reference = solution_cell(read(ROOT / "notebooks" / "10_tokenization.ipynb"), label).source
     rows, report, run = _grade(tmp_path, {"right": {label: reference},
-                                          "table": {label: _bpe_table_answer()}})
+                                          "table": {label: _bpe_table_answer()},
+                                          "tablegreedy": {label: _bpe_table_and_greedy_answer()}})
     assert rows["right"][label] == "pass", run.stdout
-    assert rows["table"][label] == "fail", run.stdout
-    assert "random corpus" in report["table"], report["table"]
+    for student in ("table", "tablegreedy"):      # tablegreedy: the delta read's N1
+        assert rows[student][label] == "fail", run.stdout
+        assert "random corpus" in report[student], report[student]

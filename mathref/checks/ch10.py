@@ -316,6 +316,102 @@ def _refusing_stale_encoders():
             obj.__code__ = code
 
 
+# ---- the random cases of ch10-bpe-encode: texts on which common wrong encoders go wrong ----
+def _chunk_ids(text):
+    return [list(c.encode("utf-8")) for c in re.findall(tokenizers.GPT2_SPLIT_PATTERN, text)]
+
+
+def _bpe_by_position(latest):
+    """Merges the leftmost pair that is a merge (latest=False), or the latest-learned one
+    present (latest=True), instead of the earliest-learned one."""
+    def encode(text, merges):
+        ranks = {tuple(m): r for r, m in enumerate(merges)}
+        out = []
+        for ids in _chunk_ids(text):
+            while True:
+                pairs = [p for p in zip(ids, ids[1:]) if p in ranks]
+                if not pairs:
+                    break
+                pair = max(pairs, key=ranks.get) if latest else pairs[0]
+                ids = tokenizers.merge_pair(ids, pair, 256 + ranks[pair])
+            out += ids
+        return out
+    return encode
+
+
+def _bpe_greedy_longest(text, merges):
+    """The longest known piece from the left of each chunk (WordPiece-style matching)."""
+    tok = tokenizers.BPETokenizer(merges)
+    vocab = {tok.token_bytes(i): i for i in range(256 + len(merges))}
+    out = []
+    for ids in _chunk_ids(text):
+        data, i = bytes(ids), 0
+        while i < len(data):
+            j = max(k for k in range(i + 1, len(data) + 1) if data[i:k] in vocab)
+            out.append(vocab[data[i:j]])
+            i = j
+    return out
+
+
+def _bpe_split_by(pattern):
+    """Right BPE after another pre-tokenization: none (pattern None), or a home-made split."""
+    return lambda text, merges: tokenizers.BPETokenizer(merges, pattern=pattern).encode(
+        text, allowed_special=False)
+
+
+_WRONG_BPE_ENCODERS = (_bpe_by_position(False), _bpe_by_position(True), _bpe_greedy_longest,
+                       _bpe_split_by(None), _bpe_split_by(r" ?\w+| ?[^\s\w]+|\s+"),
+                       _bpe_split_by(r"\S+|\s+"))
+_SEPARATORS = (" ", " ", " ", "  ", ", ", "!  ", "'s ", "'ll ", "_", "... ", "\n")
+
+
+def _drawn_bpe_cases(gen, attempts=60):
+    """Cases (merges, text, what) drawn from ``gen``: 40 merges learned without pre-tokenization
+    (so some cross GPT2_SPLIT_PATTERN's chunks) from a random corpus of words of six random
+    letters, digit runs, spaces, contractions, punctuation and underscores; then texts drawn
+    like the corpus, each kept if one of _WRONG_BPE_ENCODERS not yet caught (the leftmost pair
+    first, the latest merge first, the longest known piece, no pre-tokenization, a \\w-based
+    split, a split at whitespace) gives other ids than BPE on it, until all are caught (over 3,000
+    generators: 1 to 4 texts kept, at most 27 drawn). Only the texts are returned: no right ids stay
+    in the frame that calls the answer."""
+    pool = "abdeilnorstuyé"                                 # é: two bytes in UTF-8
+    letters = [pool[i] for i in torch.randperm(len(pool), generator=gen)[:6].tolist()]
+
+    def word():
+        return "".join(letters[integer(gen, 0, 6)] for _ in range(integer(gen, 2, 9)))
+
+    def piece():
+        if integer(gen, 0, 6) == 0:
+            return "".join(str(integer(gen, 0, 10)) for _ in range(integer(gen, 1, 4)))
+        return word()
+
+    vocab = []
+    while len(vocab) < 20:                                  # 20 distinct frequent words
+        new = word()
+        if new not in vocab:
+            vocab.append(new)
+    corpus = " " + "".join((vocab[integer(gen, 0, 20)] if integer(gen, 0, 2) else piece())
+                           + _SEPARATORS[integer(gen, 0, len(_SEPARATORS))] for _ in range(300))
+    merges = tokenizers.BPETokenizer.train(corpus, 256 + 40, pattern=None).merges
+    right = tokenizers.BPETokenizer(merges)
+    left, texts = list(_WRONG_BPE_ENCODERS), []
+    for _ in range(attempts):
+        text = "".join((vocab[integer(gen, 0, 20)] if integer(gen, 0, 3) == 0 else piece())
+                       + _SEPARATORS[integer(gen, 0, len(_SEPARATORS))]
+                       for _ in range(integer(gen, 3, 10)))
+        want = right.encode(text, allowed_special=False)
+        caught = [w for w in left if w(text, merges) != want]
+        if caught:
+            texts.append(text)
+            left = [w for w in left if w not in caught]
+        if not left:
+            break
+    if not texts:
+        texts.append(text)
+    return [(merges, text, f"{text!r} with {len(merges)} merges learned from a random corpus")
+            for text in texts]
+
+
 @exercise("ch10-bpe-encode", forbid=_BPE_ENCODERS,
           because="bpe_encode is the encoder the exercise asks you to write (merge_pair is "
                   "allowed)")
@@ -326,9 +422,11 @@ def check_ch10_bpe_encode(bpe_encode):
     ``BPETokenizer(merges).encode`` (which the answer may not call, nor a copy of it, nor the
     encoder of a class from before a reload of mathref.tokenizers, nor reload the module while
     it runs); merges learned without pre-tokenization separate GPT2_SPLIT_PATTERN from
-    home-made splits, and a random case (a corpus, its merges and a text, drawn from the
-    check's generator) keeps a table of answers to the fixed cases from passing the grader. Not refused: code that runs while a module of the student's own is
-    imported inside the answer (the gate leaves import-time code alone)."""
+    home-made splits. The random cases (a corpus, its merges and texts, drawn from the check's
+    generator until each of the common wrong encoders of _WRONG_BPE_ENCODERS is caught on one
+    of them) keep a table of answers to the fixed cases, with a wrong encoder for the rest,
+    from passing the grader. Not refused: code that runs while a module of the student's own
+    is imported inside the answer (the gate leaves import-time code alone)."""
     with _refusing_stale_encoders():
         return _check_bpe_encode(bpe_encode)
 
@@ -356,30 +454,11 @@ def _check_bpe_encode(bpe_encode):
               "cross the chunks 'a' | ' b'")]
     cases += [(crossing.merges, text, f"{text!r} with merges that cross chunk boundaries")
               for text in _PRETOKENIZATION_TEXTS]
-    # the random case: a corpus, the merges learned from it and the text, all drawn from the
-    # case's generator (the grader's secretly seeded one), so that no table of answers made
-    # in advance covers it (the fixed cases above are the same on every run)
-    gen = rng(2)
-    pool = "abdeilnorstuyé"                                 # é: two bytes in UTF-8
-    letters = [pool[i] for i in torch.randperm(len(pool), generator=gen)[:6].tolist()]
-
-    def word():
-        return "".join(letters[integer(gen, 0, 6)] for _ in range(integer(gen, 2, 9)))
-
-    vocab = []
-    while len(vocab) < 20:                    # 20 distinct words (6 letters make 335,000)
-        new = word()
-        if new not in vocab:
-            vocab.append(new)
-    # every word occurs after a space: 20 distinct chunks of 3 or more bytes, which training
-    # turns into 20 distinct single tokens, so the corpus allows at least 20 merges
-    corpus = " " + " ".join(vocab + [vocab[integer(gen, 0, 20)] for _ in range(200)])
-    drawn = tokenizers.BPETokenizer.train(corpus, 256 + 20)
-    separators = (" ", " ", " ", ", ", "!  ", "'s ", "\n")
-    text = "".join((vocab[integer(gen, 0, 20)] if integer(gen, 0, 3) else word())
-                   + separators[integer(gen, 0, len(separators))]
-                   for _ in range(integer(gen, 3, 10)))
-    cases.append((drawn.merges, text, f"{text!r} with 20 merges learned from a random corpus"))
+    # the random cases: a corpus, the merges learned from it and the texts, all drawn from
+    # the generator (the grader's secretly seeded one), so that no table of answers made in
+    # advance covers them (the fixed cases above are the same on every run); the texts are
+    # drawn until each common wrong encoder has given other ids on one of them
+    cases += _drawn_bpe_cases(rng(2))
     for merges, text, what in cases:
         # the answer first: an expected value computed before the call could be read from
         # this frame by the answer (sys._getframe(1).f_locals)
