@@ -21,9 +21,6 @@ at what actually runs, whatever name reached it:
   derivation's tolerance), as are thread and process starts (the
   modes above hold in the calling thread only) and the answer setting or clearing the profile
   and trace hooks the gate stands on (a hook replaced unseen is found when the check ends).
-  A call the answer makes while the modes are cut off by one of ``torch._C``'s guards (the
-  Python dispatch key excluded, torch functions disabled) is refused by the state the guard
-  leaves, since entering a guard is no call the hook sees.
 * **"Without autograd" means no graph**: no tensor that requires grad may be made and grad mode
   may not be turned back on.
 
@@ -205,25 +202,6 @@ _MODE_SWITCHES = frozenset(("handle_torch_function", "_pop_mode", "_pop_mode_tem
                   "_disable_current_modes", "_DisableTorchDispatch", "DisableTorchFunction",
                   "DisableTorchFunctionSubclass", "_len_torch_function_stack",
                   "_get_function_stack_at", "_get_dispatch_stack_at"))
-# ... and the state they leave: torch._C's guards (_ExcludeDispatchKeyGuard, _ForceDispatchKeyGuard,
-# DisableTorchFunction) are classes, and making or entering one is no call the profile hook
-# sees, so the hook looks at the state instead, at each call the answer makes
-_PYTHON_KEY = torch._C.DispatchKey.Python
-# the modes' handlers (:func:`_switched_off_by_answer`)
-_HANDLERS = frozenset(("__torch_function__", "__torch_dispatch__"))
-_GUARDED = ("a PyTorch call under a torch._C guard (a dispatch key excluded or torch functions "
-            "disabled)")
-
-
-def _modes_switched_off():
-    """Whether the gate's two modes are cut off from what the answer calls next: the Python
-    dispatch key (where the dispatch mode sits) excluded or dropped from the included set, or
-    torch function modes disabled."""
-    return (torch._C._dispatch_tls_is_dispatch_key_excluded(_PYTHON_KEY)
-            or not torch._C._dispatch_tls_is_dispatch_key_included(_PYTHON_KEY)
-            or not torch._C._is_torch_function_mode_enabled())
-
-
 # the hooks this gate stands on (sys.setprofile above all): an answer that sets or clears one
 # switches the gate off for the rest of the check (sys's C functions, threading's Python ones)
 _HOOK_SWITCHES = frozenset(("setprofile", "settrace", "setprofile_all_threads",
@@ -337,22 +315,6 @@ def _importing(frame):
             return True
         frame = frame.f_back
     return False
-
-
-def _switched_off_by_answer(frame):
-    """Whether the answer, running in ``frame``, runs with the gate's modes switched off by a
-    guard of its own: the modes' state says so, and no mode handler of PyTorch's or the
-    checkers' is running below it (a handler runs with its own mode popped, and so does what it
-    calls back, such as code a library generated from a string) nor an import."""
-    if not _modes_switched_off():
-        return False
-    while frame is not None:
-        code = frame.f_code
-        if (code.co_name in _HANDLERS and not _from_answer(frame)) \
-                or code.co_filename.startswith("<frozen importlib"):
-            return False
-        frame = frame.f_back
-    return True
 
 
 def _fingerprint(code):
@@ -504,8 +466,6 @@ class Gate:
                 verdict = self._verdicts[code] = self._code_verdict(code)
             if verdict is not None and (code in self.trusted or self._called_by_checker(frame)):
                 return
-            if _from_answer(frame.f_back) and _switched_off_by_answer(frame):
-                self._profile_refuse(_GUARDED, "torch._C: it switches off the checks")
             if verdict is None and code.co_name in _MODE_SWITCHES and _from_answer(frame.f_back):
                 self._profile_refuse(code.co_name, "torch.overrides: it switches off the checks")
             if verdict is None and code.co_name == "__array__" and code.co_filename == _TENSOR_PY \
@@ -523,8 +483,6 @@ class Gate:
         elif event == "c_call":
             if not _from_answer(frame):
                 return      # a builtin the library calls: its Python code was judged above
-            if _switched_off_by_answer(frame):
-                self._profile_refuse(_GUARDED, "torch._C: it switches off the checks")
             owner = getattr(arg, "__self__", None)
             # a bound method is made afresh at each call: judged by its type and name
             key = arg if owner is None or type(owner) is _ModuleType else \

@@ -326,38 +326,6 @@ GATE_SHORTCUTS["hook switches"] = [
                          "    return torch.from_numpy(np.triu(np.full((T, T), -np.inf), 1)).float()\n"),
 ]
 
-# 12. torch._C's guards, which cut the modes off without a call the profile hook sees (they are
-# classes): the Python dispatch key excluded, or torch functions disabled (chapter 8's read, L1)
-_PY_KEY = "    ks = torch._C.DispatchKeySet(torch._C.DispatchKey.Python)\n"
-GATE_SHORTCUTS["dispatch guards"] = [
-    ("ch08-layer-norm", "import torch\n\n"
-                        "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n" + _PY_KEY +
-                        "    with torch._C._ExcludeDispatchKeyGuard(ks):\n"
-                        "        return torch.ops.aten.native_layer_norm.default(\n"
-                        "            x, [x.shape[-1]], gamma, beta, eps)[0]\n"),
-    ("ch08-batch-norm-backward", "import torch\n\n"
-                                 "def batch_norm_backward(dy, x, gamma, eps=1e-5):\n"
-                                 "    mean = x.mean(0)\n"
-                                 "    invstd = 1 / torch.sqrt(((x - mean) ** 2).mean(0) + eps)\n"
-                                 + _PY_KEY +
-                                 "    with torch._C._ExcludeDispatchKeyGuard(ks):\n"
-                                 "        return tuple(torch.ops.aten.native_batch_norm_backward(\n"
-                                 "            dy, x, gamma, None, None, mean, invstd, True, eps,\n"
-                                 "            [True, True, True]))\n"),
-    ("ch08-rms-norm", "import torch\n\n"
-                      "def rms_norm_rows(x, gamma, eps=1e-5):\n"
-                      "    with torch._C.DisableTorchFunction():\n"
-                      "        return torch.ops.aten.rms_norm.default(x, [x.shape[-1]], gamma, eps)\n"),
-    ("ch08-running-stats", "import torch\n\n"
-                           "def update_running_stats(x, running_mean, running_var, momentum):\n"
-                           "    rm, rv = running_mean.clone(), running_var.clone()\n"
-                           + _PY_KEY +
-                           "    with torch._C._ExcludeDispatchKeyGuard(ks):\n"
-                           "        torch.ops.aten.native_batch_norm.default(\n"
-                           "            x, None, None, rm, rv, True, momentum, 1e-5)\n"
-                           "    return rm, rv\n"),
-]
-
 # wrong answers the reads found accepted, each now exposed by an input (issue 34)
 CLOSED_WRONG = [
     ("ch02-steepest-descent", "import torch\n\n"
