@@ -891,6 +891,43 @@ def test_ch16_graphs_and_the_sixth_reads_attacks_under_the_grader(tmp_path):
     assert "the probabilities of new token 0 differ from the statement's" in report, report
 
 
+def test_ch10_gradients_and_tables_of_answers_under_the_grader(tmp_path):
+    """Chapter 10's tenth read, M1: under the grader the answer's output comes back without a
+    graph, so ch10-one-hot-embedding's gradient test never ran and a detached copy marked
+    requires_grad, or a product with a zero gradient, scored pass; the gradient is now computed
+    in the student's process (mathref.checks.remote.grads_where_run, sent by
+    mathref.grade.rpc.apply) and compared by the grader. M2: every input of ch10-bpe-encode
+    was fixed, so a table of answers made offline passed whatever the secret seed; its random
+    cases are now drawn from the grader's generator, and (the delta read's N1) kept only where
+    common wrong encoders differ from BPE, so a table plus greedy longest match fails too. The
+    right answers pass. One grading run."""
+    from tests.notebooks import solution_cell
+    from tests.test_checks_ch10 import _bpe_table_and_greedy_answer, _bpe_table_answer
+    source = read(ROOT / "notebooks" / "10_tokenization.ipynb")
+    hot, bpe = "ch10-one-hot-embedding", "ch10-bpe-encode"
+    one_hot = ("def one_hot_lookup(ids, E):\n"
+               "    one_hot = F.one_hot(ids, num_classes=E.shape[0]).to(E.dtype)\n")
+    submissions = {
+        "right": {hot: one_hot + "    return one_hot @ E\n",
+                  bpe: solution_cell(source, bpe).source},
+        "detached": {hot: one_hot + "    return (one_hot @ E).detach().requires_grad_()\n"},
+        "zerograd": {hot: one_hot + "    return one_hot @ E.detach() + 0 * E.sum()\n"},
+        "table": {bpe: _bpe_table_answer()},
+        "tablegreedy": {bpe: _bpe_table_and_greedy_answer()}}
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for student, bodies in submissions.items():
+        nbformat.write(_attempting(source, bodies), folder / f"{student}.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    report = {student: "\n".join(_section(run.stdout, student)) for student in submissions}
+    assert rows["right"][hot] == "pass" and rows["right"][bpe] == "pass", run.stdout
+    assert rows["detached"][hot] == "fail" and "no history" in report["detached"], run.stdout
+    assert rows["zerograd"][hot] == "fail" and "one_hot(ids)ᵀ G" in report["zerograd"], run.stdout
+    for student in ("table", "tablegreedy"):
+        assert rows[student][bpe] == "fail", run.stdout
+        assert "random corpus" in report[student], report[student]
+
+
 def test_ch15_numpy_in_the_online_softmax_exercises_is_refused_by_the_grader(tmp_path):
     """Chapter 15's two online-softmax exercises refuse NumPy (their checkers'
     ``refused_modules``): under the grader the answer runs in another process, where the
