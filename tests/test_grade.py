@@ -519,12 +519,37 @@ def test_ch02_least_squares_rules_are_applied_in_the_worker(tmp_path):
     for name, (code, _) in attacks.items():
         nbformat.write(_attempting(source, {"ch02-least-squares": code}),
                        folder / f"{name}.ipynb")
+    # chapter 2's seventh read, M1: a tensor subclass made when the cell runs, whose detach (run
+    # when the worker sent the result) computed the refused shortcut, passed both exercises
+    later = ("import torch\nimport torch.nn.functional as F\n"
+             "import mathref.linear_regression as linreg\n\n"
+             "class Later(torch.Tensor):\n"
+             "    def keep(self, f):\n"
+             "        self.f = f\n"
+             "        return self\n"
+             "    def detach(self):\n"
+             "        return self.f()\n\n"
+             "POOL = [Later(1) for k in range(200)]\n\n")
+    subclass = {"ch02-steepest-descent": later + (
+                    "def steepest_descent_direction(grad):\n"
+                    "    return POOL.pop().keep(lambda: -F.normalize(grad.flatten(), dim=0)"
+                    ".reshape(grad.shape))\n"),
+                "ch02-least-squares": later + (
+                    "def solve_least_squares(X, y):\n"
+                    "    return tuple(POOL.pop().keep(lambda i=i: linreg.fit_least_squares(X, y)"
+                    "[i]) for i in (0, 1))\n")}
+    nbformat.write(_attempting(source, subclass), folder / "subclass.ipynb")
     run, rows = _grade_folder_cli(folder, source, tmp_path)
-    assert sorted(rows) == sorted(attacks), run.stdout
+    assert sorted(rows) == sorted([*attacks, "subclass"]), run.stdout
     for name, (_, message) in attacks.items():
         assert rows[name]["ch02-least-squares"] == "fail", (name, run.stdout)
         assert _others_not_attempted(rows[name], ["ch02-least-squares"]), (name, run.stdout)
         assert message in "\n".join(_section(run.stdout, name)), (name, run.stdout)
+    for label in subclass:
+        assert rows["subclass"][label] == "fail", run.stdout
+    assert _others_not_attempted(rows["subclass"], list(subclass)), run.stdout
+    assert "\n".join(_section(run.stdout, "subclass")).count("subclass of torch.Tensor") == 2, \
+        run.stdout
 
 
 def test_ch14_complex_rope_passes_and_numpy_is_refused_under_the_grader(tmp_path):
@@ -1109,3 +1134,48 @@ def test_a_refused_function_at_the_solution_cells_top_level_is_refused_by_the_gr
     assert "mathref.positions.alibi_bias" in report, report
 
 
+
+
+
+def test_reading_a_students_object_runs_under_the_exercises_rules(tmp_path):
+    """A checker that reads an object a solution returned (its items, length, attributes) runs
+    the student's code: the worker serves those reads under the exercise's rules, as it serves
+    calls. Before, they ran outside them: a topo_sort returning an object whose __iter__ called
+    mathref's topological_order passed ch04-topological-order under the grader. The same class
+    ordering the graph itself passes, and a generator calling topological_order fails (a
+    generator's body runs within the call, in the notebook's check too). One run."""
+    source = read(ROOT / "notebooks" / "04_autodiff.ipynb")
+    lazy = ("class Order:\n"
+            "    def __init__(self, root):\n"
+            "        self.root = root\n"
+            "    def __iter__(self):\n"
+            "{body}\n"
+            "def topo_sort(root):\n"
+            "    return Order(root)\n")
+    bodies = {
+        "library": lazy.format(body="        from mathref.autograd import topological_order\n"
+                                    "        return iter(topological_order(self.root))\n"),
+        "own": lazy.format(body="        order, seen = [], set()\n"
+                                "        def visit(node):\n"
+                                "            if id(node) not in seen:\n"
+                                "                seen.add(id(node))\n"
+                                "                for child in node._prev:\n"
+                                "                    visit(child)\n"
+                                "                order.append(node)\n"
+                                "        visit(self.root)\n"
+                                "        return iter(order)\n"),
+        "generator": ("def topo_sort(root):\n"
+                      "    from mathref.autograd import topological_order\n"
+                      "    yield from topological_order(root)\n")}
+    label = "ch04-topological-order"
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for name, body in bodies.items():
+        nbformat.write(_attempting(source, {label: body}), folder / f"{name}.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    assert rows["own"][label] == "pass", run.stdout
+    for name in ("library", "generator"):
+        assert rows[name][label] == "fail", (name, run.stdout)
+        assert "topological_order" in "\n".join(_section(run.stdout, name)), (name, run.stdout)
+    for name in bodies:
+        assert _others_not_attempted(rows[name], [label]), (name, run.stdout)

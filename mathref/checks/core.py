@@ -195,16 +195,20 @@ def expect_close(actual, expected, what, rtol=1e-6, atol=1e-9):
 
 
 def as_tensor(value, what, tensor_only=False):
-    """The answer as a detached float64 CPU tensor. A list or array is accepted too, unless
-    ``tensor_only``; anything else fails with a message naming ``what``."""
+    """The answer as a detached float64 CPU tensor. A number, a (nested) list or tuple, or a
+    NumPy array is accepted too, unless ``tensor_only``; anything else fails with a message
+    naming ``what``. An object of the student's own class is not read as a sequence: its
+    ``__getitem__`` would run the student's code after the call, outside the exercise's rules."""
     if isinstance(value, torch.Tensor):
         return value.detach().to("cpu", torch.float64)
-    if not tensor_only:
+    numpy = type(value).__module__ == "numpy" and type(value).__name__ == "ndarray"
+    if not tensor_only and (numpy or type(value) in (list, tuple, int, float, bool)):
         try:
             return torch.as_tensor(value, dtype=torch.float64)
         except (TypeError, ValueError, RuntimeError):
             pass
-    raise CheckFailure(f"{what}: expected a torch.Tensor, got {type(value).__name__}")
+    kind = value._type if is_remote(value) else type(value).__name__
+    raise CheckFailure(f"{what}: expected a torch.Tensor, got {kind}")
 
 
 def expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10, tensor_only=False,
@@ -623,6 +627,22 @@ class Forbidden:
                 f"{self.because}")
 
 
+def settle(result, depth=0):
+    """The answer's result with the answer's own code run now, under the call's rules, not later
+    when the checker reads it: a generator's items listed (``list(topo_sort(root))``), a list or
+    tuple of a class of the student's rebuilt as a plain one item by item (its ``__iter__`` is
+    the student's code), a tensor subclass refused (its methods are)."""
+    if isinstance(result, types.GeneratorType) or (isinstance(result, (list, tuple))
+                                                   and depth < 8):
+        items = [settle(x, depth + 1) for x in result]
+        return tuple(items) if isinstance(result, tuple) else items
+    if isinstance(result, torch.Tensor) and type(result) not in (torch.Tensor, torch.nn.Parameter):
+        raise CheckFailure(f"your answer returned a {type(result).__name__[:60]}, a subclass of "
+                           "torch.Tensor whose methods run code of yours after the call: return "
+                           "a plain torch.Tensor")
+    return result
+
+
 def forbidding(answer, names, label="this exercise", because="this exercise asks you to "
                "write it yourself"):
     """``answer`` wrapped so that each call runs under :class:`Forbidden` ``names``. When the
@@ -643,7 +663,8 @@ def forbidding(answer, names, label="this exercise", because="this exercise asks
             finally:
                 ACTIVE.remove(rule)
         with rule:
-            return answer(*args, **kwargs)
+            return settle(answer(*args, **kwargs))
+
     def apply(fn, *args, **kwargs):
         # remote only: fn(the student's function, *args) run in the student's process, under
         # the same rule (see mathref.grade.rpc.apply)

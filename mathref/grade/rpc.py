@@ -304,6 +304,10 @@ class Endpoint:
         if isinstance(value, Handle) and value._endpoint is self:
             return ("r", value._id)
         if isinstance(value, torch.Tensor):
+            if not self.trusted and type(value) not in (torch.Tensor, torch.nn.Parameter):
+                raise ValueError(f"a {type(value).__name__[:60]} (a subclass of torch.Tensor, "
+                                 "whose methods are the student's code) cannot be sent: return "
+                                 "a plain torch.Tensor")
             if value.is_sparse or value.device.type == "meta":
                 raise ValueError("sparse and meta tensors cannot be sent")
             t = value.detach().to("cpu")
@@ -519,7 +523,7 @@ class Endpoint:
     def request(self, op, ident, *payload):
         message = {"kind": "request", "op": op, "id": ident,
                    "payload": [self.encode(p) for p in payload]}
-        if op in ("call", "apply") and self.context_out is not None:
+        if self.context_out is not None:
             message["context"] = self.context_out()
         write_message(self.wfd, message)
         return self.wait_reply(payload if op == "call" else None)
@@ -563,36 +567,21 @@ class Endpoint:
                 raise LookupError("an unknown object")
             target = self.objects[ident]
             payload = [self.decode(p) for p in message.get("payload", [])]
+            if self.context_in is not None and message.get("context") is not None:
+                self.context_in(message["context"])
             if op == "call":
-                if self.context_in is not None and message.get("context") is not None:
-                    self.context_in(message["context"])
                 args, kwargs = payload
                 value = self.call_local(target, args, kwargs)
                 args_after = (args, kwargs)
             elif op == "apply":      # the grader's own function, run here on the object
-                if self.context_in is not None and message.get("context") is not None:
-                    self.context_in(message["context"])
                 fn, args, kwargs = payload
                 if not isinstance(fn, types.FunctionType) or self.origin.get(id(fn), (None,))[0] is not fn:
                     raise ValueError("apply runs a function the grader sent")
                 # (the rules hold around the student's object, as where the checker calls it
                 # itself: the checker's own code, such as autograd through the output, runs after)
                 value = fn(lambda *a, **k: self.call_local(target, a, k), *args, **kwargs)
-            elif op == "getattr":
-                name = str(payload[0])
-                if name.startswith("__"):
-                    raise AttributeError(f"{name} cannot be read from the other process")
-                value = getattr(target, name)
-            elif op == "len":
-                value = len(target)
-            elif op == "iter":
-                value = []
-                for item in target:
-                    value.append(item)
-                    if len(value) > MAX_ITEMS:
-                        raise ValueError("an iteration too long to send")
-            elif op == "getitem":
-                value = target[payload[0]]
+            elif op in _READS:    # runs the object's own code, so under the rules as a call
+                value = self.read_local(_READS[op], (target, *payload))
             else:
                 raise ValueError(f"unknown request {op!r}")
             reply["value"] = self.encode(value)
@@ -612,6 +601,30 @@ class Endpoint:
 
     def call_local(self, target, args, kwargs):
         return target(*args, **kwargs)
+
+    def read_local(self, read, args):
+        return read(*args)
+
+
+def _read_attribute(target, name):
+    name = str(name)
+    if name.startswith("__"):
+        raise AttributeError(f"{name} cannot be read from the other process")
+    return getattr(target, name)
+
+
+def _iterate(target):
+    items = []
+    for item in target:
+        items.append(item)
+        if len(items) > MAX_ITEMS:
+            raise ValueError("an iteration too long to send")
+    return items
+
+
+# the reads of an object the other side may request (each runs the object's own code)
+_READS = {"getattr": _read_attribute, "len": len, "iter": _iterate,
+          "getitem": lambda target, key: target[key]}
 
 
 def apply(handle, fn, *args, **kwargs):

@@ -148,7 +148,8 @@ def verify(job, emit, connect=lambda exercise: Worker(*exercise["channel"])):
                                        "check": exercise["check"],
                                        "checker": exercise["checker"],
                                        "forbid": [list(getattr(checker, "forbid", ())), label,
-                                                  getattr(checker, "because", "")]}, deadline)
+                                                  getattr(checker, "because", ""),
+                                                  label in core.CHECKS]}, deadline)
             if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
                 raise rpc.ChannelClosed("a malformed reply")
             kwargs.pop("generator", None)

@@ -45,16 +45,33 @@ class WorkerEndpoint(rpc.Endpoint):
     exercise's allowance), the functions the checker hands in exempt."""
     no_autograd = False
     forbid = ()
+    exercise_rules = ()             # the exercise's own rule, sent with "prepare"
+    reads_without_autograd = False  # whether a call of this exercise ran without autograd
 
     def call_local(self, target, args, kwargs):
-        trusted = _core._handed_in(args, kwargs)
-        rules = [_Forbidden(names, label, because, trusted=trusted, gate=gated)
-                 for names, label, because, gated in self.forbid]
+        """A call of the student's function or object: under the rules the checker's call
+        carries, or the exercise's own where it carries none (an object the answer returned,
+        called later)."""
+        self.reads_without_autograd |= self.no_autograd
+        return _ruled(target, args, kwargs, self.forbid or self.exercise_rules, self.no_autograd,
+                      _core._handed_in(args, kwargs))
 
-        def ruled(*args, **kwargs):     # (inside the inference mode, as in the notebook)
-            return _under(rules, target, args, kwargs)
-        call = _without_autograd(ruled) if self.no_autograd else ruled
-        return call(*args, **kwargs)
+    def read_local(self, read, args):
+        """A read the grader asks for (an attribute, the length, the items of an object of the
+        student's) runs the object's own code: under the exercise's rule, and without autograd
+        once a call of the exercise ran without it, as a call is. Nothing in it is trusted."""
+        return _ruled(read, args, {}, self.forbid or self.exercise_rules,
+                      self.no_autograd or self.reads_without_autograd, ())
+
+
+def _ruled(target, args, kwargs, forbid, no_autograd, trusted):
+    rules = [_Forbidden(names, label, because, trusted=trusted, gate=gated)
+             for names, label, because, gated in forbid]
+
+    def ruled(*args, **kwargs):     # (inside the inference mode, as in the notebook)
+        return _under(rules, lambda *a, **k: _core.settle(target(*a, **k)), args, kwargs)
+    call = _without_autograd(ruled) if no_autograd else ruled
+    return call(*args, **kwargs)
 
 
 _MODULES, _CLASSES = {}, {}     # the snapshot: module -> its names, id(class) -> its own names
@@ -178,15 +195,17 @@ def main(argv=None):
                 endpoint.objects.clear()
                 endpoint.sent.clear()
                 endpoint.origin.clear()
-                endpoint.no_autograd = False
+                endpoint.no_autograd = endpoint.reads_without_autograd = False
                 endpoint.forbid = ()
                 namespace = dict(base)
                 stage = "your solution cell"
                 # the exercise's named refusals hold at the cell's top level too: a table built
                 # there by a refused function is refused (the fourth read of chapter 12)
-                names, label, because = message.get("forbid") or ((), "", "")
-                rules = [_Forbidden(tuple(str(n) for n in names), str(label), str(because),
-                                    gate=False)] if names else []
+                names, label, because, gated = message.get("forbid") or ((), "", "", False)
+                names = tuple(str(n) for n in names)
+                rules = [_Forbidden(names, str(label), str(because), gate=False)] if names else []
+                endpoint.exercise_rules = [(names, str(label), str(because), bool(gated))] \
+                    if names or gated else []
                 code = compile(str(message["solution"]), "<solution cell>", "exec")
                 _under(rules, exec, (code, namespace), {})
                 stage = "the check cell"
