@@ -631,7 +631,9 @@ def settle(result, depth=0):
     """The answer's result with the answer's own code run now, under the call's rules, not later
     when the checker reads it: a generator's items listed (``list(topo_sort(root))``), a list or
     tuple of a class of the student's rebuilt as a plain one item by item (its ``__iter__`` is
-    the student's code), a tensor subclass refused (its methods are)."""
+    the student's code), a tensor subclass refused (its methods are), any other number (a float
+    subclass, a class with ``__float__``) made a plain one by its own ``__index__``,
+    ``__float__`` or ``__complex__``."""
     if isinstance(result, types.GeneratorType) or (isinstance(result, (list, tuple))
                                                    and depth < 8):
         items = [settle(x, depth + 1) for x in result]
@@ -640,6 +642,13 @@ def settle(result, depth=0):
         raise CheckFailure(f"your answer returned a {type(result).__name__[:60]}, a subclass of "
                            "torch.Tensor whose methods run code of yours after the call: return "
                            "a plain torch.Tensor")
+    kind = type(result)
+    if kind not in (int, float, complex, bool) \
+            and str(kind.__module__).split(".")[0] not in ("numpy", "torch"):
+        for protocol, plain in (("__index__", int), ("__float__", float),
+                                ("__complex__", complex)):
+            if hasattr(kind, protocol):
+                return plain(result)
     return result
 
 

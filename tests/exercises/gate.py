@@ -34,6 +34,33 @@ GATE_SHORTCUTS = {
                           "        return torch.rms_norm(x, (x.shape[-1],), gamma, eps)\n\n"
                           "rms_norm_rows = Norm().run\n"),
     ],
+    # results whose code runs when the checker reads them, after the call (chapter 5's read,
+    # L1): the check turns them into plain numbers and lists under the call's rules
+    "read after the call": [
+        ("ch05-logsumexp", "import torch\n\n"
+                           "class Later(float):\n"
+                           "    def __new__(cls, x):\n"
+                           "        self = float.__new__(cls, 0.0)\n"
+                           "        self.x = x\n"
+                           "        return self\n"
+                           "    def __float__(self):\n"
+                           "        return float(torch.logsumexp(self.x, 0))\n\n"
+                           "def stable_logsumexp(x):\n"
+                           "    return Later(x)\n"),
+        ("ch05-lm-loss", "import torch.nn.functional as F\n\n"
+                         "class Later:\n"
+                         "    def __init__(self, *args):\n"
+                         "        self.args = args\n"
+                         "    def __float__(self):\n"
+                         "        logits, targets, pad_id = self.args\n"
+                         "        return float(F.cross_entropy(logits.flatten(0, -2), "
+                         "targets.flatten(), ignore_index=pad_id))\n\n"
+                         "def lm_loss(logits, targets, pad_id):\n"
+                         "    return Later(logits, targets, pad_id)\n"),
+        ("ch04-topological-order", "def topo_sort(root):\n"
+                                   "    from mathref.autograd import topological_order\n"
+                                   "    yield from topological_order(root)\n"),
+    ],
     # 2. other names for the same kernel: private twins, composites, _refs/_decomp, jit.script,
     # a backward kernel of a related function
     "another name": [
