@@ -1179,3 +1179,80 @@ def test_reading_a_students_object_runs_under_the_exercises_rules(tmp_path):
         assert "topological_order" in "\n".join(_section(run.stdout, name)), (name, run.stdout)
     for name in bodies:
         assert _others_not_attempted(rows[name], [label]), (name, run.stdout)
+
+
+ROWS = '''import torch
+import torch.nn.functional as F
+
+
+class Rows:
+    """ce_gradient's rows, computed only when the grader reads them."""
+    def __init__(self, logits, targets, eps, ignore_index):
+        self.args = (logits, targets, eps, ignore_index)
+
+    def __len__(self):
+        return self.args[0].shape[0]
+
+    def __getitem__(self, i):
+        logits, targets, eps, ignore_index = self.args
+        if i >= logits.shape[0]:
+            raise IndexError(i)
+        with torch.inference_mode(False), torch.enable_grad():
+            z = logits.clone().requires_grad_(True)
+            loss = F.cross_entropy(z, targets, label_smoothing=eps, ignore_index=ignore_index)
+            g, = torch.autograd.grad(loss, z)
+        return g[i].tolist()
+
+
+def ce_gradient(logits, targets, label_smoothing=0.0, ignore_index=-100):
+    return Rows(logits, targets, label_smoothing, ignore_index)
+'''
+
+
+def test_ch05_ce_gradient_read_lazily_is_still_refused_by_the_grader(tmp_path):
+    """Chapter 5's read (M2): ce_gradient returning a sequence-like object whose __getitem__
+    runs autograd through F.cross_entropy (both refused by the exercise) scored 5/5 under the
+    grader: the checker's torch.as_tensor read the rows through len/getitem requests, which the
+    worker served outside the exercise's rules. It fails now, and the reference passes. One
+    run."""
+    source = read(ROOT / "notebooks" / "05_losses.ipynb")
+    label = "ch05-ce-gradient"
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(_attempting(source, {label: ROWS}), folder / "rows.ipynb")
+    nbformat.write(source, folder / "reference.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    assert sorted(rows) == ["reference", "rows"], run.stdout
+    assert rows["reference"]["score"] == str(len(exercise_labels(source))), run.stdout
+    assert rows["rows"][label] == "fail", run.stdout
+    assert "expected a torch.Tensor, got Rows" in "\n".join(_section(run.stdout, "rows")), \
+        run.stdout
+    assert _others_not_attempted(rows["rows"], [label]), run.stdout
+
+
+def test_every_ch05_shortcut_fails_under_the_grader(tmp_path):
+    """Chapter 5's read (L2): the shortcut bodies of tests/test_shortcuts.py for chapter 5 (the
+    library call each exercise re-derives, under every name the reads found: torch.special,
+    logaddexp folds, softplus and logsigmoid folds, kl_div, Categorical, ...) were run in the
+    notebook's check only. Through the grader, submission k attempts every exercise with its
+    k-th shortcut: each one fails. By default the six submissions holding the bodies the reads
+    named (k = 4, 5: log_softmax().exp(), kl_div, Categorical; 12: torch.special.softmax; 14-16:
+    the logaddexp2, softplus and logsigmoid folds), about 1.5 minutes; all 17 (4.5 minutes)
+    under GRADE_ALL_CHAPTERS=1. One run."""
+    from tests.test_shortcuts import SHORTCUTS
+    source = read(ROOT / "notebooks" / "05_losses.ipynb")
+    labels = exercise_labels(source)
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    attempted = {}
+    every = range(max(len(SHORTCUTS[label]) for label in labels))
+    for k in (every if os.environ.get("GRADE_ALL_CHAPTERS") else (4, 5, 12, 14, 15, 16)):
+        bodies = {label: SHORTCUTS[label][k] for label in labels if k < len(SHORTCUTS[label])}
+        attempted[f"k{k:02d}"] = list(bodies)
+        nbformat.write(_attempting(source, bodies), folder / f"k{k:02d}.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    assert sorted(rows) == sorted(attempted), run.stdout
+    for name, tried in attempted.items():
+        assert rows[name]["score"] == "0", (name, run.stdout)
+        assert all(rows[name][label] == "fail" for label in tried), (name, run.stdout)
+        assert _others_not_attempted(rows[name], tried), (name, run.stdout)
