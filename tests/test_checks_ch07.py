@@ -161,3 +161,44 @@ def test_inverted_dropout_names_state_kept_between_calls(capsys):
     with pytest.raises(ExerciseCheckFailed) as failure:
         CHECKS["ch07-inverted-dropout"](antithetic)
     assert "keeps state from one call to the next" in failure.value.message
+
+
+@pytest.mark.parametrize("seed", [None, 11, 12, 13])
+@pytest.mark.parametrize("name, words", [
+    ("dropout_exact_fraction_on_negatives", "each unit must be kept independently"),
+    ("dropout_by_magnitude", "must not depend on the size of x")])
+def test_inverted_dropout_refuses_masks_that_look_at_x(name, words, seed, capsys):
+    """Fifteenth read, L3: an exact fraction of the negative entries dropped, and a drop
+    probability that depends on |x| through P₃, passed at every seed and in the grader."""
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](getattr(wrong, name), generator=generator)
+    assert words in failure.value.message
+
+
+@pytest.mark.parametrize("seed", [None, 11, 12, 13])
+def test_inverted_dropout_blames_the_rounding_not_the_sign(seed, capsys):
+    """Fifteenth read, L4a: a keep probability rounded to twentieths is off on both signs alike;
+    on generator 12 the message blamed the sign of x."""
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](wrong.dropout_p_in_twentieths, generator=generator)
+    message = failure.value.message
+    assert "a fraction p of the entries should be zeroed" in message and "sign" not in message
+
+
+@pytest.mark.parametrize("seed", [None, 11])
+def test_inverted_dropout_blames_an_epsilon_not_float32(seed, capsys):
+    """Fifteenth read, L4b: x·mask/(1 − p + 1e-8) was told its scale was rounded to float32."""
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](wrong.dropout_epsilon_in_scale, generator=generator)
+    message = failure.value.message
+    assert "float32" not in message and "exactly 1/(1 − p)" in message
+
+
+def test_inverted_dropout_still_names_a_float32_scale(capsys):
+    """The float32 hint is kept for a scale that is rounded to float32 (torch.tensor without dtype)."""
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](wrong.dropout_float32_scale_tensor)
+    assert "rounded to float32" in failure.value.message

@@ -197,30 +197,47 @@ def check_ch07_inverted_dropout(inverted_dropout):
         y = _dropout_output(inverted_dropout, x, p)
         parts = {"positive": x > 0, "negative": x < 0}
         zero = {name: (y[part] == 0).double().mean().item() for name, part in parts.items()}
-        tol = 6 * math.sqrt(p * (1 - p) / min(part.sum().item() for part in parts.values()))
-        wrong = [name for name in parts if abs(zero[name] - p) >= tol]
-        if len(wrong) == 1:
-            other = "negative" if wrong[0] == "positive" else "positive"
-            expect(False, f"p={p:.4g}: a fraction p of the {wrong[0]} entries of x should be "
-                          f"zeroed too, got {zero[wrong[0]]:.4f} (of the {other} ones "
-                          f"{zero[other]:.4f}): the mask must not depend on the sign of x")
         overall = (y == 0).double().mean().item()
+        # ±6 standard deviations: of a fraction over all n entries, of the difference of two
+        # fractions over parts of n₁ and n₂ entries
+        sd = lambda *sizes: 6 * math.sqrt(p * (1 - p) * sum(1 / size for size in sizes))
+        sizes = {name: part.sum().item() for name, part in parts.items()}
+        if abs(zero["positive"] - zero["negative"]) >= sd(*sizes.values()):
+            wrong = max(zero, key=lambda name: abs(zero[name] - p))
+            other = "negative" if wrong == "positive" else "positive"
+            expect(False, f"p={p:.4g}: a fraction p of the {wrong} entries of x should be "
+                          f"zeroed too, got {zero[wrong]:.4f} (of the {other} ones "
+                          f"{zero[other]:.4f}): the mask must not depend on the sign of x")
+        # ... nor on the size of x: the zero fraction in the four quarters of |x|'s range
+        edges = (0.5, 0.75, 1.0, 1.25, 1.5)
+        bins = [(x.abs() >= a) & (x.abs() < b) for a, b in zip(edges, edges[1:])]
+        by_size = [(y[part] == 0).double().mean().item() for part in bins]
+        low, high = min(range(4), key=by_size.__getitem__), max(range(4), key=by_size.__getitem__)
+        if by_size[high] - by_size[low] >= sd(bins[low].sum().item(), bins[high].sum().item()):
+            expect(False, f"p={p:.4g}: a fraction p of the entries should be zeroed whatever their "
+                          f"size, got {by_size[low]:.4f} of those with |x| in "
+                          f"[{edges[low]:g}, {edges[low + 1]:g}) and {by_size[high]:.4f} of those "
+                          f"in [{edges[high]:g}, {edges[high + 1]:g}): the mask must not depend on "
+                          "the size of x")
         hint = (" (p is the probability of dropping an entry: keep it when rand ≥ p)"
-                if abs(overall - (1 - p)) < tol else "")
-        expect(not wrong, f"p={p:.4g}: a fraction p of the entries should be zeroed "
-                          f"(on average), got {overall:.4f}{hint}")
+                if abs(overall - (1 - p)) < sd(n) else "")
+        expect(abs(overall - p) < sd(n), f"p={p:.4g}: a fraction p of the entries should be "
+                                         f"zeroed (on average), got {overall:.4f}{hint}")
         kept = y != 0
         right = torch.isclose(y, x / (1 - p), rtol=1e-9, atol=0) | ~kept
         first = (~right).nonzero()[:1].flatten().tolist() or [kept.nonzero()[0].item()]
         ratio = (y[first[0]] / x[first[0]]).item()
         by_sign = {name: bool(right[part].all()) for name, part in parts.items()}
+        near = torch.allclose(y[kept], x[kept] / (1 - p), rtol=1e-6, atol=0)
         hint = (" (that multiplies by 1 − p: divide by it, so that E[y] = x)"
                 if abs(ratio - (1 - p)) < 1e-9 else
                 " (the kept entries must be scaled up by 1/(1 − p))" if abs(ratio - 1) < 1e-9 and
                 not any(by_sign.values()) else
                 " (your scale 1/(1 − p) was rounded to float32 (a float32 mask divided by 1 − p, "
                 "or torch.tensor without dtype): compute it in x's dtype)"
-                if torch.allclose(y[kept], x[kept] / (1 - p), rtol=1e-6, atol=0) else "")
+                if near and _float32_like(y[kept] / x[kept]) else
+                f" (your scale differs from 1/(1 − p) by a relative {abs(ratio * (1 - p) - 1):.1e}: "
+                "use exactly 1/(1 − p), with nothing added to 1 − p)" if near else "")
         if by_sign["positive"] != by_sign["negative"]:
             good, bad = (("positive", "negative") if by_sign["positive"] else
                          ("negative", "positive"))
@@ -234,40 +251,43 @@ def check_ch07_inverted_dropout(inverted_dropout):
             expect_close(ys.mean().item(), xs.mean().item(),
                          f"p={p:.4g}: mean of the output over the {name} entries (E[y] = x)",
                          rtol=0, atol=6 * sd)
-    # each unit independently: the kept count of 10 units varies from mask to mask
+    # each unit independently: the kept count of 10 units varies from mask to mask, on 10 entries
+    # equal to 1 and on 10 equal to −1 (an exact fraction of the negative entries is caught here)
     n_masks = 400                                     # ±6 sd bounds below still hold for a right answer
-    masks = torch.stack([_dropout_output(inverted_dropout, torch.ones(10, dtype=torch.float64),
-                                         0.5) != 0 for _ in range(n_masks)]).double()
-    counts = masks.sum(1)
-    expect(counts.var().item() > 1.5, "the number of kept units should be random "
-           f"(Binomial(10, 0.5), variance 2.5), got variance {counts.var().item():.3g}: each "
-           "unit must be kept independently, not an exact fraction")
-    expect(counts.var().item() < 3.5,
-           "the number of kept units varies more than Binomial(10, 0.5) allows (variance 2.5), got "
-           f"variance {counts.var().item():.3g}: units are kept together (positively correlated); "
-           "each unit must be kept independently")
-    expect(abs(counts.mean().item() - 5) < 6 * math.sqrt(2.5 / n_masks),
-           "kept counts of 10 units at p=0.5 should be Binomial(10, 0.5): mean 5, variance 2.5; "
-           f"got mean {counts.mean().item():.3g}, variance {counts.var().item():.3g}")
-    # ... and each position on its own: kept half the time (±6 standard deviations of the
-    # frequency over the masks), uncorrelated with its neighbour (a sorted or first-k mask has
-    # the right counts but keeps unit 0 almost always and units move together)
-    freq = masks.mean(0)
-    worst = (freq - 0.5).abs().argmax().item()
-    expect(((freq - 0.5).abs() < 6 * math.sqrt(0.25 / n_masks)).all(),
-           f"at p=0.5 unit {worst} of 10 was kept in {freq[worst].item():.1%} of {n_masks} masks, "
-           "not about half: each unit must be kept independently with probability 1 − p (a mask "
-           "of uniform draws, not a sorted or first-k pattern)")
-    centred = masks - freq
-    corr = (centred[:, :-1] * centred[:, 1:]).mean(0) / (centred.std(0)[:-1] * centred.std(0)[1:])
-    expect((corr.abs() < 6 / math.sqrt(n_masks)).all(),
-           f"at p=0.5 neighbouring units are kept together (correlation up to "
-           f"{corr.abs().max().item():.2f} over {n_masks} masks): each unit must be kept independently")
-    _expect_uncoupled(masks, "at p=0.5, 10 units")
+    for ones in (torch.ones(10, dtype=torch.float64), -torch.ones(10, dtype=torch.float64)):
+        masks = torch.stack([_dropout_output(inverted_dropout, ones, 0.5) != 0
+                             for _ in range(n_masks)]).double()
+        counts = masks.sum(1)
+        expect(counts.var().item() > 1.5, f"x = {ones[0].item():g} in each of 10 units: the number "
+               "of kept units should be random "
+               f"(Binomial(10, 0.5), variance 2.5), got variance {counts.var().item():.3g}: each "
+               "unit must be kept independently, not an exact fraction")
+        expect(counts.var().item() < 3.5,
+               "the number of kept units varies more than Binomial(10, 0.5) allows (variance 2.5), got "
+               f"variance {counts.var().item():.3g}: units are kept together (positively correlated); "
+               "each unit must be kept independently")
+        expect(abs(counts.mean().item() - 5) < 6 * math.sqrt(2.5 / n_masks),
+               "kept counts of 10 units at p=0.5 should be Binomial(10, 0.5): mean 5, variance 2.5; "
+               f"got mean {counts.mean().item():.3g}, variance {counts.var().item():.3g}")
+        # ... and each position on its own: kept half the time (±6 standard deviations of the
+        # frequency over the masks), uncorrelated with its neighbour (a sorted or first-k mask has
+        # the right counts but keeps unit 0 almost always and units move together)
+        freq = masks.mean(0)
+        worst = (freq - 0.5).abs().argmax().item()
+        expect(((freq - 0.5).abs() < 6 * math.sqrt(0.25 / n_masks)).all(),
+               f"at p=0.5 unit {worst} of 10 was kept in {freq[worst].item():.1%} of {n_masks} masks, "
+               "not about half: each unit must be kept independently with probability 1 − p (a mask "
+               "of uniform draws, not a sorted or first-k pattern)")
+        centred = masks - freq
+        corr = (centred[:, :-1] * centred[:, 1:]).mean(0) / (centred.std(0)[:-1] * centred.std(0)[1:])
+        expect((corr.abs() < 6 / math.sqrt(n_masks)).all(),
+               f"at p=0.5 neighbouring units are kept together (correlation up to "
+               f"{corr.abs().max().item():.2f} over {n_masks} masks): each unit must be kept independently")
+        _expect_uncoupled(masks, "at p=0.5, 10 units")
     # a batch: every entry of every row gets its own draw (not one mask shared by the rows,
     # nor one draw per row)
     for shape in ((2000, 64), (40, 50, 64)):
-        x = torch.rand(shape, dtype=torch.float64) + 0.5
+        x = (2 * torch.randint(0, 2, shape, dtype=torch.float64) - 1) * (torch.rand(shape, dtype=torch.float64) + 0.5)
         zero = _dropout_output(inverted_dropout, x, 0.5) == 0
         for axis in range(len(shape) - 1):
             expect(not (zero == zero.narrow(axis, 0, 1)).all(),
@@ -311,6 +331,14 @@ def _expect_uncoupled(masks, what):
            f"units and independent masks; the largest |corr| is {worst:.2f}). Either units are "
            "coupled, or the masks (rows) are: rows that repeat or mirror one another's draws "
            "raise it too. Draw every entry's mask independently")
+
+
+def _float32_like(ratios):
+    """True when every ratio y/x, or its reciprocal, is a float32 number: the scale 1/(1 − p) or
+    the divisor 1 − p was rounded to float32 (an ε added in float64 gives neither)."""
+    def representable(v):
+        return bool(((v.float().double() - v).abs() <= 1e-12 * v.abs()).all())
+    return representable(ratios) or representable(1 / ratios)
 
 
 def _dropout_output(inverted_dropout, x, p):

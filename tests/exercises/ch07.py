@@ -456,3 +456,49 @@ def dropout_p_in_tenths(x, p):
 WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_scales_positive_survivors,
                                            dropout_drops_negatives, dropout_never_drops_negatives,
                                            dropout_p_in_tenths]
+
+
+# ---------------------------------------------------------------- added with the fifteenth read (L3)
+def dropout_exact_fraction_on_negatives(x, p):
+    # independent draws on the positive entries, but exactly a fraction p of the negative ones
+    # dropped (a permutation): the right zero fraction by sign, yet the negative entries are not
+    # dropped independently
+    if p == 1:
+        return torch.zeros_like(x)
+    keep = (torch.rand(x.shape, dtype=x.dtype) >= p).reshape(-1)
+    negative = (x.reshape(-1) < 0).nonzero().flatten()
+    if len(negative):
+        order = negative[torch.randperm(len(negative))]
+        k = round((1 - p) * len(negative))
+        keep[order[:k]], keep[order[k:]] = True, False
+    return x * keep.reshape(x.shape) / (1 - p)
+
+
+def dropout_by_magnitude(x, p):
+    # a drop probability that depends on |x|: p + ½·min(p, 1 − p)·P₃(2(|x| − 1)), P₃ the Legendre
+    # polynomial. P₃ is orthogonal to 1 and to |x| on |x| ~ U[0.5, 1.5) and vanishes at |x| = 1, so
+    # the zero fraction, the mean of y and the counts of ten units of x = 1 all come out right,
+    # while entries with |x| near 1.5 are dropped more often than those near 0.5
+    if p == 1:
+        return torch.zeros_like(x)
+    u = (2 * (x.abs() - 1)).clamp(-1, 1)
+    drop = p + 0.5 * min(p, 1 - p) * (5 * u ** 3 - 3 * u) / 2
+    return x * (torch.rand(x.shape, dtype=x.dtype) >= drop) / (1 - p)
+
+
+def dropout_p_in_twentieths(x, p):
+    # the keep probability rounded to twentieths: off on both signs alike, not a sign dependence
+    if p == 1:
+        return torch.zeros_like(x)
+    keep = torch.randint(0, 20, x.shape) >= round(20 * p)
+    return x * keep / (1 - p)
+
+
+def dropout_epsilon_in_scale(x, p):
+    # 1/(1 − p + 1e-8): a float64 scale, off by about 1e-8 relative, nothing rounded to float32
+    keep = torch.rand(x.shape, dtype=x.dtype) >= p
+    return x * keep / (1 - p + 1e-8)
+
+
+WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_exact_fraction_on_negatives, dropout_by_magnitude,
+                                           dropout_p_in_twentieths, dropout_epsilon_in_scale]
