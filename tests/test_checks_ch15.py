@@ -143,7 +143,18 @@ def flash_tile_step(q, k_tile, v_tile, m, l, acc):
     ("    s = q @ k_tile.T / math.sqrt(q.shape[-1])\n"
      "    lse, p = torch.compile(lambda x: (x.logsumexp(-1), x.softmax(-1)), backend='eager')(s)\n"
      "    out = p @ v_tile",
-     "torch.compile")])
+     "torch.compile"),
+    # the same through dynamo's older spellings of compile
+    ("    import torch._dynamo\n"
+     "    s = q @ k_tile.T / math.sqrt(q.shape[-1])\n"
+     "    lse, p = torch._dynamo.optimize('eager')(lambda x: (x.logsumexp(-1), x.softmax(-1)))(s)\n"
+     "    out = p @ v_tile",
+     "torch._dynamo.eval_frame.optimize"),
+    ("    from torch._dynamo.eval_frame import optimize_assert\n"
+     "    s = q @ k_tile.T / math.sqrt(q.shape[-1])\n"
+     "    lse, p = optimize_assert('eager')(lambda x: (x.logsumexp(-1), x.softmax(-1)))(s)\n"
+     "    out = p @ v_tile",
+     "torch._dynamo.eval_frame.optimize_assert")])
 def test_a_library_tile_is_refused_by_name(body, called, capsys):
     # refused for what it is (the attention call, the compiler), not for an unrelated module
     # that it happens to reach (both reach torch.distributions' set_default_validate_args)

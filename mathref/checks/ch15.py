@@ -284,9 +284,10 @@ TILE_BECAUSE = "compute the tile's scores and rescale the running state yourself
 @exercise("ch15-flash-tile-step",
           forbid=ATTENTION_CALLS + LOG_SUM_EXP_CALLS + SOFTMAX_CALLS
           + ("mathref.efficient.online_softmax",
-             # (flex_attention, with return_lse, is attention with its log-normalizer; compile
-             # would hand the forbidden calls to generated code)
-             "torch.nn.attention.flex_attention.flex_attention", "torch.compile"),
+             # (flex_attention, with return_lse, is attention with its log-normalizer; compile,
+             # and dynamo's older spellings of it, would hand the forbidden calls to generated code)
+             "torch.nn.attention.flex_attention.flex_attention", "torch.compile",
+             "torch._dynamo.eval_frame.optimize", "torch._dynamo.eval_frame.optimize_assert"),
           because=TILE_BECAUSE)
 def check_ch15_flash_tile_step(flash_tile_step):
     """flash_tile_step(q, k_tile, v_tile, m, l, acc) → (m, l, acc) after one key/value tile."""
