@@ -281,3 +281,24 @@ def test_cosine_mistakes_on_tiny_vectors_are_named_by_their_value(capsys):
     assert "not their product" in message, message
     message = _message("ch09-cosine-from-dot", smoothed, capsys)
     assert "do not smooth" in message and "product" not in message, message
+
+
+# The read at 81f456b, L1: the meter skipped every output whose schema marks it an alias (meant for
+# einsum's views), and in-place and out= overloads return their written argument as one: the
+# broadcast difference written into a buffer passed. Only aliases that do not write are free now.
+
+@pytest.mark.parametrize("answer", [wrong.unit_distances_out_buffer,
+                                    wrong.unit_distances_resized_buffer,
+                                    wrong.unit_distances_products_out])
+def test_unit_distances_refuses_the_difference_written_into_a_buffer(answer, capsys):
+    assert "coordinate by coordinate" in _message("ch09-unit-distance", answer, capsys)
+
+
+def test_unit_distances_in_place_on_the_distance_matrix_and_out_of_that_size_pass(capsys):
+    def unit_distances(U, V):
+        D = U.new_empty(0)
+        torch.matmul(U, V.T, out=D)
+        return D.mul_(-2).add_(2).clamp_min_(0).sqrt_()
+
+    CHECKS["ch09-unit-distance"](unit_distances)
+    assert "✅ ch09-unit-distance: passed" in capsys.readouterr().out

@@ -132,13 +132,14 @@ class _OpMeter(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         self.calls += 1
         outs = out if isinstance(out, (tuple, list)) else (out,)
-        # (a view of an input computes nothing: only outputs that are new tensors count, so
-        # einsum's reshapes around its bmm do not; a broadcast difference, whole or in pieces,
-        # still makes its n·m·d new numbers)
+        # (a view of an input computes nothing: only outputs that are new tensors or written
+        # ones count, so einsum's reshapes around its bmm do not; a broadcast difference, whole,
+        # in pieces or written into a buffer (in place, out=: an alias that writes, the read at
+        # 81f456b, L1), still makes its n·m·d numbers)
         returns = func._schema.returns
         for i, t in enumerate(outs):
-            if isinstance(t, torch.Tensor) and not (i < len(returns)
-                                                    and returns[i].alias_info is not None):
+            alias = returns[i].alias_info if i < len(returns) else None
+            if isinstance(t, torch.Tensor) and (alias is None or alias.is_write):
                 self.total += t.numel()
         # (plain loops: a generator expression's code would run as a function of this module
         # inside the answer's call, which the gate refuses; only dunder methods are let through)

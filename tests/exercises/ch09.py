@@ -173,6 +173,32 @@ def unit_distances_then_zeroes_input(U, V):
     return out
 
 
+def unit_distances_out_buffer(U, V):
+    # the broadcast difference written into a buffer with out= (the read at 81f456b, L1: the
+    # meter skipped every output that aliases an argument, in-place and out= writes included)
+    buf = U.new_empty(0)
+    torch.sub(U[:, None], V[None], out=buf)
+    buf.pow_(2)
+    return buf.sum(-1).sqrt()
+
+
+def unit_distances_resized_buffer(U, V):
+    # the same difference built in place in a buffer resized to [n, m, d]
+    buf = U.new_empty(0)
+    buf.resize_(U.shape[0], V.shape[0], U.shape[1])
+    buf.copy_(U[:, None])
+    buf.sub_(V[None])
+    buf.mul_(buf)
+    return buf.sum(-1).sqrt()
+
+
+def unit_distances_products_out(U, V):
+    # every product u_ik v_jk written with out=, then summed: [n, m, d] numbers, no matrix product
+    buf = U.new_empty(0)
+    torch.mul(U[:, None], V[None], out=buf)
+    return (2 - 2 * buf.sum(-1)).clamp_min(0).sqrt()
+
+
 WRONG_ANSWERS = {
     "ch09-cosine-from-dot": [cosine_product_clamped, cosine_eps_added, cosine_no_eps,
                              cosine_squared_norms, cosine_builtin, cosine_normalizes_in_place,
@@ -181,7 +207,8 @@ WRONG_ANSWERS = {
                            unit_distances_direct, unit_distances_row_loop,
                            unit_distances_coordinate_loop, unit_distances_math_dist,
                            unit_distances_python_sum, unit_distances_from_bytes,
-                           unit_distances_then_zeroes_input],
+                           unit_distances_then_zeroes_input, unit_distances_out_buffer,
+                           unit_distances_resized_buffer, unit_distances_products_out],
     "ch09-mips-to-nn": [mips_keys_no_sqrt, mips_keys_normalized, mips_keys_own_norm,
                         mips_keys_mean_norm],
     "ch09-soft-lookup": [soft_lookup_times_temperature, soft_lookup_wrong_axis,
