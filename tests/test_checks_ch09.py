@@ -302,3 +302,19 @@ def test_unit_distances_in_place_on_the_distance_matrix_and_out_of_that_size_pas
 
     CHECKS["ch09-unit-distance"](unit_distances)
     assert "✅ ch09-unit-distance: passed" in capsys.readouterr().out
+
+
+# The read at 81f456b, L2: the hint on two tiny vectors was chosen by the value alone, and blamed
+# "the product" on each squared norm clamped at ε, and smoothing on the product of the squared
+# norms clamped at ε. L3: ε added to each norm was told it computes in float32.
+
+@pytest.mark.parametrize("answer, words, not_words", [
+    (wrong.cosine_squared_norms_clamped, "each squared norm ‖a‖² at ε instead of ε²", "smooth"),
+    (wrong.cosine_product_clamped, "the product ‖a‖‖b‖ clamped at ε", "smooth"),
+    (wrong.cosine_squared_product_clamped, "product of the squared norms", "smooth"),
+    (wrong.cosine_eps_added_to_each_norm, "(‖a‖ + ε)(‖b‖ + ε)", "float32"),
+    (wrong.cosine_eps_added, "‖a‖‖b‖ + ε", "float32"),
+])
+def test_cosine_denominator_mistakes_are_named(answer, words, not_words, capsys):
+    message = _message("ch09-cosine-from-dot", answer, capsys)
+    assert words in message and not_words not in message, message

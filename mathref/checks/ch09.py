@@ -67,11 +67,15 @@ def check_ch09_cosine_from_dot(cosine):
     a = torch.randn(6, 5, generator=gen, dtype=torch.float64)
     b = torch.randn(6, 5, generator=gen, dtype=torch.float64)
     got = _on_copies(cosine, (a, b), "ab", "cosine of six random pairs in ℝ⁵")
-    eps_added = (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1) + 1e-8)
-    expect(not (isinstance(got, torch.Tensor) and got.shape == eps_added.shape
-                and torch.allclose(got.double(), eps_added, rtol=1e-13, atol=0)),
-           "cosine of six random pairs in ℝ⁵: your denominator is ‖a‖‖b‖ + ε, which shifts every "
-           "result slightly; clamp each norm from below instead (.clamp_min(eps))")
+    # ε added instead of clamped shifts every result by about 1e-8, which core's message would
+    # blame on float32 (the read at 81f456b, L3: ε added to each norm was): both forms are named
+    dot, na, nb = (a * b).sum(-1), a.norm(dim=-1), b.norm(dim=-1)
+    for eps_added, form in [(dot / (na * nb + 1e-8), "‖a‖‖b‖ + ε"),
+                            (dot / ((na + 1e-8) * (nb + 1e-8)), "(‖a‖ + ε)(‖b‖ + ε)")]:
+        expect(not (isinstance(got, torch.Tensor) and got.shape == eps_added.shape
+                    and torch.allclose(got.double(), eps_added, rtol=1e-13, atol=0)),
+               f"cosine of six random pairs in ℝ⁵: your denominator is {form}, which shifts "
+               f"every result slightly; clamp each norm from below instead (.clamp_min(eps))")
     _expect_tensor_close(got, F.cosine_similarity(a, b, dim=-1), "cosine of six random pairs in ℝ⁵")
     e1 = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
     cases = [(3 * e1, torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64), "parallel-ish vectors"),
@@ -85,12 +89,21 @@ def check_ch09_cosine_from_dot(cosine):
         want = F.cosine_similarity(x, y, dim=0).item()
         if what.startswith("two tiny") and not math.isclose(got.item(), want, rel_tol=1e-9,
                                                            abs_tol=1e-12):
-            # the hint names the mistake the value shows (the read at 18a970c, L6: √(‖a‖² + ε²)
-            # was blamed on clamping the product): the product clamped at ε gives 1e-10/ε = 0.01
-            hint = (": ‖a‖‖b‖ = 1e-10 is below ε; clamp each norm, not their product"
-                    if math.isclose(got.item(), 1e-10 / 1e-8, rel_tol=1e-6) else
-                    ": a norm above ε must stay exactly ‖a‖; clamp it from below "
-                    "(.clamp_min(eps)), do not smooth it")
+            # the hint names the mistakes the value shows (the read at 18a970c, L6: √(‖a‖² + ε²)
+            # was blamed on clamping the product; the read at 81f456b, L2: two clamps give each
+            # value below). The product ‖a‖‖b‖ clamped at ε, and each ‖a‖² clamped at ε (not ε²),
+            # both give 1e-10/ε = 0.01; the product ‖a‖²‖b‖² clamped at ε gives 1e-10/√ε = 1e-6
+            if math.isclose(got.item(), 1e-10 / 1e-8, rel_tol=1e-6):
+                hint = (": your denominator is ε, not ‖a‖‖b‖ = 1e-10: the product ‖a‖‖b‖ clamped "
+                        "at ε, or each squared norm ‖a‖² at ε instead of ε²; clamp each norm, "
+                        "not their product, at ε")
+            elif math.isclose(got.item(), 1e-10 / math.sqrt(1e-8), rel_tol=1e-6):
+                hint = (": your denominator is √ε = 1e-4, not ‖a‖‖b‖ = 1e-10: the product of the "
+                        "squared norms ‖a‖²‖b‖² clamped at ε; clamp each norm at ε (‖a‖ ≥ ε is "
+                        "‖a‖² ≥ ε²), then multiply")
+            else:
+                hint = (": a norm above ε must stay exactly ‖a‖; clamp it from below "
+                        "(.clamp_min(eps)), do not smooth it")
             raise CheckFailure(f"{what}: expected {want:.6g}, got {got.item():.6g}{hint}")
         expect_close(got.item(), want, what, rtol=1e-9, atol=1e-12)
     what = "a vector of norm 1e-12 against e₁ with eps=1e-3"

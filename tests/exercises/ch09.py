@@ -24,6 +24,23 @@ def cosine_squared_norms(a, b, eps=1e-8):
     return (a * b).sum(-1) / ((a * a).sum(-1).clamp_min(eps) * (b * b).sum(-1).clamp_min(eps))
 
 
+def cosine_squared_product_clamped(a, b, eps=1e-8):
+    # clamps the product of the squared norms at ε (the read at 81f456b, L2): for two tiny
+    # vectors the denominator is √ε, not ‖a‖‖b‖
+    return (a * b).sum(-1) / ((a * a).sum(-1) * (b * b).sum(-1)).clamp_min(eps).sqrt()
+
+
+def cosine_squared_norms_clamped(a, b, eps=1e-8):
+    # clamps each squared norm at ε instead of ε²: a norm below √ε is raised to √ε
+    return (a * b).sum(-1) / ((a * a).sum(-1).clamp_min(eps).sqrt()
+                              * (b * b).sum(-1).clamp_min(eps).sqrt())
+
+
+def cosine_eps_added_to_each_norm(a, b, eps=1e-8):
+    # adds ε to each norm (the read at 81f456b, L3): every result shifts by about 1e-8
+    return (a * b).sum(-1) / ((a.norm(dim=-1) + eps) * (b.norm(dim=-1) + eps))
+
+
 def soft_lookup_times_temperature(query, keys, values, temperature):
     return torch.softmax(query @ keys.T * temperature, dim=-1) @ values
 
@@ -202,7 +219,8 @@ def unit_distances_products_out(U, V):
 WRONG_ANSWERS = {
     "ch09-cosine-from-dot": [cosine_product_clamped, cosine_eps_added, cosine_no_eps,
                              cosine_squared_norms, cosine_builtin, cosine_normalizes_in_place,
-                             cosine_then_zeroes_input],
+                             cosine_then_zeroes_input, cosine_squared_product_clamped,
+                             cosine_squared_norms_clamped, cosine_eps_added_to_each_norm],
     "ch09-unit-distance": [unit_distances_squared, unit_distances_plus, unit_distances_no_clamp,
                            unit_distances_direct, unit_distances_row_loop,
                            unit_distances_coordinate_loop, unit_distances_math_dist,
