@@ -318,3 +318,20 @@ def test_unit_distances_in_place_on_the_distance_matrix_and_out_of_that_size_pas
 def test_cosine_denominator_mistakes_are_named(answer, words, not_words, capsys):
     message = _message("ch09-cosine-from-dot", answer, capsys)
     assert words in message and not_words not in message, message
+
+
+# The read at 81f456b, L5: attention compiled with TorchScript (which the function mode does not
+# see) was refused by the operator it runs inside, aten._safe_softmax, without naming attention.
+
+def test_soft_lookup_torchscript_attention_is_refused_as_attention(capsys):
+    unit = torch.jit.CompilationUnit(
+        "def f(q, K, V, t: float):\n"
+        "    return torch.nn.functional.scaled_dot_product_attention(q, K, V, scale=1.0 / t)\n")
+
+    def soft_lookup(query, keys, values, temperature):
+        if query.dim() == 1:
+            return unit.f(query[None], keys, values, temperature)[0]
+        return unit.f(query, keys, values, temperature)
+
+    message = _message("ch09-soft-lookup", soft_lookup, capsys)
+    assert "F.scaled_dot_product_attention" in message, message
