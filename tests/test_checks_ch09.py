@@ -281,3 +281,57 @@ def test_cosine_mistakes_on_tiny_vectors_are_named_by_their_value(capsys):
     assert "not their product" in message, message
     message = _message("ch09-cosine-from-dot", smoothed, capsys)
     assert "do not smooth" in message and "product" not in message, message
+
+
+# The read at 81f456b, L1: the meter skipped every output whose schema marks it an alias (meant for
+# einsum's views), and in-place and out= overloads return their written argument as one: the
+# broadcast difference written into a buffer passed. Only aliases that do not write are free now.
+
+@pytest.mark.parametrize("answer", [wrong.unit_distances_out_buffer,
+                                    wrong.unit_distances_resized_buffer,
+                                    wrong.unit_distances_products_out])
+def test_unit_distances_refuses_the_difference_written_into_a_buffer(answer, capsys):
+    assert "coordinate by coordinate" in _message("ch09-unit-distance", answer, capsys)
+
+
+def test_unit_distances_in_place_on_the_distance_matrix_and_out_of_that_size_pass(capsys):
+    def unit_distances(U, V):
+        D = U.new_empty(0)
+        torch.matmul(U, V.T, out=D)
+        return D.mul_(-2).add_(2).clamp_min_(0).sqrt_()
+
+    CHECKS["ch09-unit-distance"](unit_distances)
+    assert "✅ ch09-unit-distance: passed" in capsys.readouterr().out
+
+
+# The read at 81f456b, L2: the hint on two tiny vectors was chosen by the value alone, and blamed
+# "the product" on each squared norm clamped at ε, and smoothing on the product of the squared
+# norms clamped at ε. L3: ε added to each norm was told it computes in float32.
+
+@pytest.mark.parametrize("answer, words, not_words", [
+    (wrong.cosine_squared_norms_clamped, "each squared norm ‖a‖² at ε instead of ε²", "smooth"),
+    (wrong.cosine_product_clamped, "the product ‖a‖‖b‖ clamped at ε", "smooth"),
+    (wrong.cosine_squared_product_clamped, "product of the squared norms", "smooth"),
+    (wrong.cosine_eps_added_to_each_norm, "(‖a‖ + ε)(‖b‖ + ε)", "float32"),
+    (wrong.cosine_eps_added, "‖a‖‖b‖ + ε", "float32"),
+])
+def test_cosine_denominator_mistakes_are_named(answer, words, not_words, capsys):
+    message = _message("ch09-cosine-from-dot", answer, capsys)
+    assert words in message and not_words not in message, message
+
+
+# The read at 81f456b, L5: attention compiled with TorchScript (which the function mode does not
+# see) was refused by the operator it runs inside, aten._safe_softmax, without naming attention.
+
+def test_soft_lookup_torchscript_attention_is_refused_as_attention(capsys):
+    unit = torch.jit.CompilationUnit(
+        "def f(q, K, V, t: float):\n"
+        "    return torch.nn.functional.scaled_dot_product_attention(q, K, V, scale=1.0 / t)\n")
+
+    def soft_lookup(query, keys, values, temperature):
+        if query.dim() == 1:
+            return unit.f(query[None], keys, values, temperature)[0]
+        return unit.f(query, keys, values, temperature)
+
+    message = _message("ch09-soft-lookup", soft_lookup, capsys)
+    assert "F.scaled_dot_product_attention" in message, message

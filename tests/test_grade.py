@@ -1069,6 +1069,46 @@ def test_ch09_library_kernels_by_other_names_are_refused_by_the_grader(tmp_path)
         assert _others_not_attempted(rows[name], [label]), (name, run.stdout)
 
 
+def test_ch09_unit_distance_meter_runs_in_the_worker(tmp_path):
+    """Chapter 9's read at 81f456b, L6: under the grader the answer ran in the worker, where the
+    check's operation meter did not see its tensor operations, so the broadcast difference, a
+    row loop and distances computed in Python scored pass on their values alone. The meter now
+    runs there (mathref.checks.ch09._meter_counts, sent by mathref.grade.rpc.apply): each fails
+    with the notebook's message; the reference and the einsum form pass."""
+    source = read(ROOT / "notebooks" / "09_similarity.ipynb")
+    label = "ch09-unit-distance"
+    header = "import torch\n\ndef unit_distances(U, V):\n"
+    bodies = {
+        "broadcast": header + "    return (U[:, None] - V[None]).pow(2).sum(-1).sqrt()\n",
+        "outbuffer": header + "    buf = U.new_empty(0)\n"
+                     "    torch.sub(U[:, None], V[None], out=buf)\n"
+                     "    return buf.pow_(2).sum(-1).sqrt()\n",
+        "rowloop": header + "    return torch.stack([(2 - 2 * V @ u).clamp_min(0).sqrt() "
+                   "for u in U])\n",
+        "python": header + "    rows = [[float(x) for x in u] for u in U]\n"
+                  "    cols = [[float(x) for x in v] for v in V]\n"
+                  "    return torch.tensor([[sum((a - b) ** 2 for a, b in zip(u, v)) ** 0.5 "
+                  "for v in cols] for u in rows], dtype=U.dtype)\n",
+        "einsum": header + "    return (torch.einsum('id,id->i', U, U)[:, None]\n"
+                  "            + torch.einsum('jd,jd->j', V, V)[None]\n"
+                  "            - 2 * torch.einsum('id,jd->ij', U, V)).clamp_min(0).sqrt()\n",
+    }
+    words = {"broadcast": "coordinate by coordinate", "outbuffer": "coordinate by coordinate",
+             "rowloop": "it loops over pairs or rows",
+             "python": "not computed from U and V by tensor operations"}
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    nbformat.write(source, folder / "reference.ipynb")
+    for name, body in bodies.items():
+        nbformat.write(_attempting(source, {label: body}), folder / f"{name}.ipynb")
+    run, rows = _grade_folder_cli(folder, source, tmp_path)
+    assert rows["reference"]["score"] == str(len(exercise_labels(source))), run.stdout
+    assert rows["einsum"][label] == "pass", run.stdout
+    for name, expected in words.items():
+        assert rows[name][label] == "fail", (name, run.stdout)
+        assert expected in "\n".join(_section(run.stdout, name)), (name, run.stdout)
+
+
 def test_a_table_stashed_in_a_library_by_an_earlier_exercise_gets_no_credit(tmp_path):
     """Chapter 12's ninth read, M1: ex1's solution cell, where alibi_bias is not refused, put its
     table into a library dict (mathref.nn.ACTIVATIONS); ex2, which refuses it, read the table

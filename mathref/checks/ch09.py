@@ -1,5 +1,6 @@
 """Checkers for chapter 9: similarity and high-dimensional geometry."""
 import math
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -9,6 +10,7 @@ from torch.utils._pytree import tree_flatten
 
 from mathref.checks.ch13 import ATTENTION_CALLS
 from mathref.checks.core import is_remote, rng
+from mathref.checks.remote import remote_apply
 from mathref.checks.core import (CheckFailure, as_tensor, exercise, expect, expect_callable,
                                  expect_close, expect_tensor_close)
 
@@ -67,11 +69,15 @@ def check_ch09_cosine_from_dot(cosine):
     a = torch.randn(6, 5, generator=gen, dtype=torch.float64)
     b = torch.randn(6, 5, generator=gen, dtype=torch.float64)
     got = _on_copies(cosine, (a, b), "ab", "cosine of six random pairs in ℝ⁵")
-    eps_added = (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1) + 1e-8)
-    expect(not (isinstance(got, torch.Tensor) and got.shape == eps_added.shape
-                and torch.allclose(got.double(), eps_added, rtol=1e-13, atol=0)),
-           "cosine of six random pairs in ℝ⁵: your denominator is ‖a‖‖b‖ + ε, which shifts every "
-           "result slightly; clamp each norm from below instead (.clamp_min(eps))")
+    # ε added instead of clamped shifts every result by about 1e-8, which core's message would
+    # blame on float32 (the read at 81f456b, L3: ε added to each norm was): both forms are named
+    dot, na, nb = (a * b).sum(-1), a.norm(dim=-1), b.norm(dim=-1)
+    for eps_added, form in [(dot / (na * nb + 1e-8), "‖a‖‖b‖ + ε"),
+                            (dot / ((na + 1e-8) * (nb + 1e-8)), "(‖a‖ + ε)(‖b‖ + ε)")]:
+        expect(not (isinstance(got, torch.Tensor) and got.shape == eps_added.shape
+                    and torch.allclose(got.double(), eps_added, rtol=1e-13, atol=0)),
+               f"cosine of six random pairs in ℝ⁵: your denominator is {form}, which shifts "
+               f"every result slightly; clamp each norm from below instead (.clamp_min(eps))")
     _expect_tensor_close(got, F.cosine_similarity(a, b, dim=-1), "cosine of six random pairs in ℝ⁵")
     e1 = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
     cases = [(3 * e1, torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64), "parallel-ish vectors"),
@@ -85,12 +91,21 @@ def check_ch09_cosine_from_dot(cosine):
         want = F.cosine_similarity(x, y, dim=0).item()
         if what.startswith("two tiny") and not math.isclose(got.item(), want, rel_tol=1e-9,
                                                            abs_tol=1e-12):
-            # the hint names the mistake the value shows (the read at 18a970c, L6: √(‖a‖² + ε²)
-            # was blamed on clamping the product): the product clamped at ε gives 1e-10/ε = 0.01
-            hint = (": ‖a‖‖b‖ = 1e-10 is below ε; clamp each norm, not their product"
-                    if math.isclose(got.item(), 1e-10 / 1e-8, rel_tol=1e-6) else
-                    ": a norm above ε must stay exactly ‖a‖; clamp it from below "
-                    "(.clamp_min(eps)), do not smooth it")
+            # the hint names the mistakes the value shows (the read at 18a970c, L6: √(‖a‖² + ε²)
+            # was blamed on clamping the product; the read at 81f456b, L2: two clamps give each
+            # value below). The product ‖a‖‖b‖ clamped at ε, and each ‖a‖² clamped at ε (not ε²),
+            # both give 1e-10/ε = 0.01; the product ‖a‖²‖b‖² clamped at ε gives 1e-10/√ε = 1e-6
+            if math.isclose(got.item(), 1e-10 / 1e-8, rel_tol=1e-6):
+                hint = (": your denominator is ε, not ‖a‖‖b‖ = 1e-10: the product ‖a‖‖b‖ clamped "
+                        "at ε, or each squared norm ‖a‖² at ε instead of ε²; clamp each norm, "
+                        "not their product, at ε")
+            elif math.isclose(got.item(), 1e-10 / math.sqrt(1e-8), rel_tol=1e-6):
+                hint = (": your denominator is √ε = 1e-4, not ‖a‖‖b‖ = 1e-10: the product of the "
+                        "squared norms ‖a‖²‖b‖² clamped at ε; clamp each norm at ε (‖a‖ ≥ ε is "
+                        "‖a‖² ≥ ε²), then multiply")
+            else:
+                hint = (": a norm above ε must stay exactly ‖a‖; clamp it from below "
+                        "(.clamp_min(eps)), do not smooth it")
             raise CheckFailure(f"{what}: expected {want:.6g}, got {got.item():.6g}{hint}")
         expect_close(got.item(), want, what, rtol=1e-9, atol=1e-12)
     what = "a vector of norm 1e-12 against e₁ with eps=1e-3"
@@ -114,51 +129,58 @@ _DISTANCES = ("torch.norm", "torch.Tensor.norm", "torch.linalg.norm", "torch.lin
               "torch.nuclear_norm", "torch.linalg.svdvals", "torch.ops.aten._linalg_svd")
 
 
-class _OpMeter(TorchDispatchMode):
-    """Counts the aten operators a call runs and the elements all of them return together: how the
-    check tells one matrix product (a few operators, each no larger than [n, m], [n, d] or [m, d])
-    from a loop over pairs, rows or coordinates (operators that grow with n or d) or the
-    broadcast difference u_i − v_j ([n, m, d] numbers, whether built at once or in pieces). It also follows which tensors are computed from the inputs, so that a
-    result built from Python numbers (the entries read out, the distances computed in Python and
-    put back with torch.tensor) is told from one computed by tensor operations."""
+def _meter_counts(unit_distances, U, V):
+    """What the meter sees of unit_distances(U, V), as data: (operations run, numbers they
+    return together, whether the result is computed from U and V). Under the grader this runs
+    where the answer runs (sent there as code by mathref.grade.rpc.apply, the only place its
+    tensor operations can be seen; the read at 81f456b, L6), so the meter's class is defined
+    here: the checkers' own names are never sent to the student's process."""
 
-    def __init__(self, inputs):
-        super().__init__()
-        self.calls, self.total = 0, 0
-        self._derived = list(inputs)            # kept alive, so that their ids stay theirs
-        self.derived = {id(t) for t in inputs}
+    class _OpMeter(TorchDispatchMode):
+        """Counts the aten operators a call runs and the elements all of them return together:
+        how the check tells one matrix product (a few operators, each no larger than [n, m],
+        [n, d] or [m, d]) from a loop over pairs, rows or coordinates (operators that grow with n
+        or d) or the broadcast difference u_i − v_j ([n, m, d] numbers, whether built at once or
+        in pieces). It also follows which tensors are computed from the inputs, so that a result
+        built from Python numbers (the entries read out, the distances computed in Python and
+        put back with torch.tensor) is told from one computed by tensor operations."""
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        self.calls += 1
-        outs = out if isinstance(out, (tuple, list)) else (out,)
-        # (a view of an input computes nothing: only outputs that are new tensors count, so
-        # einsum's reshapes around its bmm do not; a broadcast difference, whole or in pieces,
-        # still makes its n·m·d new numbers)
-        returns = func._schema.returns
-        for i, t in enumerate(outs):
-            if isinstance(t, torch.Tensor) and not (i < len(returns)
-                                                    and returns[i].alias_info is not None):
-                self.total += t.numel()
-        # (plain loops: a generator expression's code would run as a function of this module
-        # inside the answer's call, which the gate refuses; only dunder methods are let through)
-        for t in tree_flatten((args, kwargs or {}))[0]:
-            if isinstance(t, torch.Tensor) and id(t) in self.derived:
-                for o in outs:
-                    if isinstance(o, torch.Tensor):
-                        self._derived.append(o)
-                        self.derived.add(id(o))
-                break
-        return out
+        def __init__(self, inputs):
+            super().__init__()
+            self.calls, self.total = 0, 0
+            self._derived = list(inputs)            # kept alive, so that their ids stay theirs
+            self.derived = {id(t) for t in inputs}
 
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            self.calls += 1
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            # (a view of an input computes nothing: only outputs that are new tensors or written
+            # ones count, so einsum's reshapes around its bmm do not; a broadcast difference,
+            # whole, in pieces or written into a buffer (in place, out=: an alias that writes,
+            # the read at 81f456b, L1), still makes its n·m·d numbers)
+            returns = func._schema.returns
+            for i, t in enumerate(outs):
+                alias = returns[i].alias_info if i < len(returns) else None
+                if isinstance(t, torch.Tensor) and (alias is None or alias.is_write):
+                    self.total += t.numel()
+            # (plain loops: a generator expression's code would run as a function of this
+            # module inside the answer's call, which the gate refuses; only dunder methods are
+            # let through)
+            for t in tree_flatten((args, kwargs or {}))[0]:
+                if isinstance(t, torch.Tensor) and id(t) in self.derived:
+                    for o in outs:
+                        if isinstance(o, torch.Tensor):
+                            self._derived.append(o)
+                            self.derived.add(id(o))
+                    break
+            return out
 
-def _metered(unit_distances, U, V):
     U, V = U.clone(), V.clone()
     meter = _OpMeter((U, V))
     with meter:
         got = unit_distances(U, V)
-    meter.from_inputs = isinstance(got, torch.Tensor) and id(got) in meter.derived
-    return got, meter
+    return meter.calls, meter.total, isinstance(got, torch.Tensor) and id(got) in meter.derived
 
 
 def _exact_distances(U, V):
@@ -206,10 +228,14 @@ def check_ch09_unit_distance(unit_distances):
     B64 = F.normalize(A64 + 1e-5 * torch.randn(50, 16, generator=gen, dtype=torch.float64), dim=-1)
     cases.append((A64, B64, "50 float64 unit vectors in ℝ¹⁶ against near-duplicates at distance "
                             "≈ 4e-5", 1e-5, 1e-9))
-    remote = getattr(unit_distances, "remote", False) or is_remote(unit_distances)
+    # under the grader the meter runs in the answer's process (the read at 81f456b, L6: it ran
+    # only in the notebook, and the grader let the value cases alone decide)
+    apply = remote_apply(unit_distances)
+    remote = apply is None and (getattr(unit_distances, "remote", False) or is_remote(unit_distances))
     for k, (U, V, what, rtol, atol) in enumerate(cases):
         if k == 1 and not remote:
-            _expect_one_matrix_product(unit_distances, unit, U_small, V_small, U_big, V_big, d)
+            _expect_one_matrix_product(unit_distances, apply, unit, U_small, V_small, U_big,
+                                       V_big, d)
         raw = _on_copies(unit_distances, (U, V), "UV", what)
         got = as_tensor(raw, what)
         want = _exact_distances(U, V)
@@ -231,15 +257,18 @@ def check_ch09_unit_distance(unit_distances):
     return "‖u − v‖ = √(2 − 2 u·v) from one matrix product, clamped where rounding pushes u·v above 1"
 
 
-def _expect_one_matrix_product(unit_distances, unit, U_small, V_small, U_big, V_big, d):
+def _expect_one_matrix_product(unit_distances, apply, unit, U_small, V_small, U_big, V_big, d):
     """How the distances are computed, checked after the first (small) case and before the large
-    ones, so that a per-pair Python loop is refused in milliseconds, not after 40,000 pairs."""
-    # how the distances are computed: the same function on 4 × 5 and on 40 × 50 pairs, d = 16.
-    # Under the grader the answer runs in another process, whose operations this meter does not
-    # see: there the value cases alone decide (the statement says so), and this is not called
-    _, small = _metered(unit_distances, U_small, V_small)
-    _, big = _metered(unit_distances, U_big, V_big)
-    _, wide = _metered(unit_distances, unit(4, 4 * d), unit(5, 4 * d))
+    ones, so that a per-pair Python loop is refused in milliseconds, not after 40,000 pairs.
+    ``apply``: the grader's way to run the meter where the answer runs, or None (run it here)."""
+    # how the distances are computed: the same function on 4 × 5 and on 40 × 50 pairs, d = 16
+    def measure(U, V):
+        calls, total, from_inputs = (apply(_meter_counts, U, V) if apply is not None
+                                     else _meter_counts(unit_distances, U, V))
+        return SimpleNamespace(calls=calls, total=total, from_inputs=from_inputs)
+
+    small, big = measure(U_small, V_small), measure(U_big, V_big)
+    wide = measure(unit(4, 4 * d), unit(5, 4 * d))
     # 40 × 50 pairs in ℝ¹²⁸: the matrix-product form returns a few tensors of n·m, n·d or m·d
     # numbers (about 2 (nm + nd + md) in all for the reference); any form of the broadcast
     # difference returns at least n·m·d = 256,000, built at once, by halves of the rows or in
@@ -259,7 +288,7 @@ def _expect_one_matrix_product(unit_distances, unit, U_small, V_small, U_big, V_
            f"your function runs {small.calls} tensor operations for 4 × 5 pairs in ℝ¹⁶ but "
            f"{wide.calls} in ℝ⁶⁴: it loops over the coordinates. Compute every u_i·v_j at once "
            f"with one matrix product U @ V.T")
-    _, deep = _metered(unit_distances, unit(n, deep_d), unit(m, deep_d))
+    deep = measure(unit(n, deep_d), unit(m, deep_d))
     expect(deep.total <= 8 * (n * m + n * deep_d + m * deep_d),
            "40 × 50 pairs in ℝ¹²⁸: your function's operations produce far more numbers than the "
            "distances and the inputs hold, as many as one or more per pair and coordinate: it "

@@ -139,6 +139,12 @@ class _FunctionGate(TorchFunctionMode):
         return out
 
 
+# internal operators that only a larger PyTorch function runs: reached where the function mode
+# does not see that function (TorchScript), the refusal names the function too (chapter 9's read
+# at 81f456b, L5: a TorchScript scaled_dot_product_attention was refused as aten._safe_softmax)
+_RUN_INSIDE = {"_safe_softmax": "attention: F.scaled_dot_product_attention or MultiheadAttention"}
+
+
 class _DispatchGate(TorchDispatchMode):
     def __init__(self, gate):
         super().__init__()
@@ -147,7 +153,8 @@ class _DispatchGate(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = _aten_name(func)
         if name not in self.gate.ops:
-            self.gate.refuse(f"the PyTorch operator aten.{name}", "PyTorch's kernels")
+            self.gate.refuse(f"the PyTorch operator aten.{name}",
+                             _RUN_INSIDE.get(name, "PyTorch's kernels"))
         return func(*args, **(kwargs or {}))
 
 

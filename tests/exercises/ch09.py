@@ -24,6 +24,23 @@ def cosine_squared_norms(a, b, eps=1e-8):
     return (a * b).sum(-1) / ((a * a).sum(-1).clamp_min(eps) * (b * b).sum(-1).clamp_min(eps))
 
 
+def cosine_squared_product_clamped(a, b, eps=1e-8):
+    # clamps the product of the squared norms at ε (the read at 81f456b, L2): for two tiny
+    # vectors the denominator is √ε, not ‖a‖‖b‖
+    return (a * b).sum(-1) / ((a * a).sum(-1) * (b * b).sum(-1)).clamp_min(eps).sqrt()
+
+
+def cosine_squared_norms_clamped(a, b, eps=1e-8):
+    # clamps each squared norm at ε instead of ε²: a norm below √ε is raised to √ε
+    return (a * b).sum(-1) / ((a * a).sum(-1).clamp_min(eps).sqrt()
+                              * (b * b).sum(-1).clamp_min(eps).sqrt())
+
+
+def cosine_eps_added_to_each_norm(a, b, eps=1e-8):
+    # adds ε to each norm (the read at 81f456b, L3): every result shifts by about 1e-8
+    return (a * b).sum(-1) / ((a.norm(dim=-1) + eps) * (b.norm(dim=-1) + eps))
+
+
 def soft_lookup_times_temperature(query, keys, values, temperature):
     return torch.softmax(query @ keys.T * temperature, dim=-1) @ values
 
@@ -173,15 +190,43 @@ def unit_distances_then_zeroes_input(U, V):
     return out
 
 
+def unit_distances_out_buffer(U, V):
+    # the broadcast difference written into a buffer with out= (the read at 81f456b, L1: the
+    # meter skipped every output that aliases an argument, in-place and out= writes included)
+    buf = U.new_empty(0)
+    torch.sub(U[:, None], V[None], out=buf)
+    buf.pow_(2)
+    return buf.sum(-1).sqrt()
+
+
+def unit_distances_resized_buffer(U, V):
+    # the same difference built in place in a buffer resized to [n, m, d]
+    buf = U.new_empty(0)
+    buf.resize_(U.shape[0], V.shape[0], U.shape[1])
+    buf.copy_(U[:, None])
+    buf.sub_(V[None])
+    buf.mul_(buf)
+    return buf.sum(-1).sqrt()
+
+
+def unit_distances_products_out(U, V):
+    # every product u_ik v_jk written with out=, then summed: [n, m, d] numbers, no matrix product
+    buf = U.new_empty(0)
+    torch.mul(U[:, None], V[None], out=buf)
+    return (2 - 2 * buf.sum(-1)).clamp_min(0).sqrt()
+
+
 WRONG_ANSWERS = {
     "ch09-cosine-from-dot": [cosine_product_clamped, cosine_eps_added, cosine_no_eps,
                              cosine_squared_norms, cosine_builtin, cosine_normalizes_in_place,
-                             cosine_then_zeroes_input],
+                             cosine_then_zeroes_input, cosine_squared_product_clamped,
+                             cosine_squared_norms_clamped, cosine_eps_added_to_each_norm],
     "ch09-unit-distance": [unit_distances_squared, unit_distances_plus, unit_distances_no_clamp,
                            unit_distances_direct, unit_distances_row_loop,
                            unit_distances_coordinate_loop, unit_distances_math_dist,
                            unit_distances_python_sum, unit_distances_from_bytes,
-                           unit_distances_then_zeroes_input],
+                           unit_distances_then_zeroes_input, unit_distances_out_buffer,
+                           unit_distances_resized_buffer, unit_distances_products_out],
     "ch09-mips-to-nn": [mips_keys_no_sqrt, mips_keys_normalized, mips_keys_own_norm,
                         mips_keys_mean_norm],
     "ch09-soft-lookup": [soft_lookup_times_temperature, soft_lookup_wrong_axis,
