@@ -316,7 +316,11 @@ def check_ch02_max_stable_lr(max_stable_lr):
                     (2.0 / torch.linalg.eigvalsh(H_no_bias).max().item(),
                      "without the bias: b is a parameter too, so use [X, 1]"),
                     (2.0 / torch.linalg.eigvalsh(H).min().item(),
-                     "from the smallest eigenvalue: the largest curvature decides divergence")):
+                     "from the smallest eigenvalue: the largest curvature decides divergence"),
+                    (2.0 / torch.trace(H).item(),
+                     "2/tr H: the trace is the sum of all the eigenvalues, larger than the "
+                     "largest, so this rate is safe but not the threshold; divergence is set by "
+                     "λ_max alone")):
                 expect(abs(got - slip) > 1e-6 * abs(slip), f"{where}, {hint}")
         expect(abs(got - want) <= 1e-6 * want, where)
         y = torch.randn(N, generator=gen, dtype=torch.float64)
