@@ -124,8 +124,9 @@ def test_float64_routes_in_the_float32_call_fail_there(answer):
 
 
 def test_a_float64_copy_by_type_promotion_solved_by_hand_is_not_caught():
-    # disclosed in the statement: no refused call runs, and the digits are float64's. If this
-    # starts failing, the route is closed: update the statement's sentence that says it is not
+    # disclosed in book/instructors.md (instructors-ch02-least-squares, linked from the
+    # statement): no refused call runs, and the digits are float64's. If this starts failing,
+    # the route is closed: update that paragraph, which says it is not
     checks.check_ch02_least_squares(FLOAT64_BY_PROMOTION_NOT_CAUGHT)
 
 
