@@ -796,3 +796,142 @@ def least_squares_unpacked_later(X, y):
 
 
 WRONG_ANSWERS["ch02-least-squares"] += [least_squares_unpacked_later]
+
+
+# ch02-ridge-svd: the ridge path (k, d) from one SVD. Typical slips, each with its own message.
+def _svd(X):
+    return torch.linalg.svd(X, full_matrices=False)
+
+
+def ridge_lambda_ignored(X, y, lams):          # the least-squares (minimum-norm) solution
+    U, S, Vh = _svd(X)
+    keep = S > 1e-12 * S.max()
+    c = torch.where(keep, (U.T @ y) / torch.where(keep, S, torch.ones_like(S)), 0.0)
+    return c.expand(len(lams), -1) @ Vh
+
+
+def ridge_lambda_added_to_sigma(X, y, lams):   # σ + λ where the penalty adds λ to σ²
+    U, S, Vh = _svd(X)
+    return ((U.T @ y) / (S + lams[:, None])) @ Vh
+
+
+def ridge_without_division_by_sigma(X, y, lams):
+    U, S, Vh = _svd(X)
+    return (S ** 2 / (S ** 2 + lams[:, None]) * (U.T @ y)) @ Vh
+
+
+def ridge_complement_factor(X, y, lams):       # λ/(σ² + λ): the part ridge removes
+    U, S, Vh = _svd(X)
+    keep = S > 1e-12 * S.max()
+    c = torch.where(keep, (U.T @ y) / torch.where(keep, S, torch.ones_like(S)), 0.0)
+    return (lams[:, None] / (S ** 2 + lams[:, None]) * c) @ Vh
+
+
+def ridge_of_the_mean_loss(X, y, lams):        # (XᵀX + NλI)w = Xᵀy: the penalty of (1/N)‖Xw − y‖²
+    U, S, Vh = _svd(X)
+    return (S * (U.T @ y) / (S ** 2 + len(X) * lams[:, None])) @ Vh
+
+
+def ridge_twice_lambda(X, y, lams):            # (XᵀX + 2λI)w = Xᵀy
+    U, S, Vh = _svd(X)
+    return (S * (U.T @ y) / (S ** 2 + 2 * lams[:, None])) @ Vh
+
+
+def ridge_vh_as_v(X, y, lams):                 # Vh's columns taken for the v_i (rows are)
+    U, S, Vh = _svd(X)
+    c = S * (U.T @ y) / (S ** 2 + lams[:, None])
+    return c @ Vh.T if Vh.shape[0] == Vh.shape[1] else c @ Vh[:, :Vh.shape[0]].T @ Vh
+
+
+def ridge_path_transposed(X, y, lams):         # (d, k): one column per λ
+    U, S, Vh = _svd(X)
+    return ((S * (U.T @ y) / (S ** 2 + lams[:, None])) @ Vh).T
+
+
+def ridge_first_lambda_only(X, y, lams):
+    U, S, Vh = _svd(X)
+    return (S * (U.T @ y) / (S ** 2 + lams[0])) @ Vh
+
+
+def ridge_in_float64(X, y, lams):              # right values, float64 for the float32 problem
+    U, S, Vh = _svd(X.double())
+    return (S * (U.T @ y.double()) / (S ** 2 + lams.double()[:, None])) @ Vh
+
+
+def ridge_least_squares_component_shrunk(X, y, lams):
+    # σ²/(σ² + λ) · (u·y)/σ: right wherever σ > 0, nan (0·∞) where σ = 0 (the zero feature)
+    U, S, Vh = _svd(X)
+    return (S ** 2 / (S ** 2 + lams[:, None]) * ((U.T @ y) / S)) @ Vh
+
+
+WRONG_ANSWERS["ch02-ridge-svd"] = [
+    ridge_lambda_ignored, ridge_lambda_added_to_sigma, ridge_without_division_by_sigma,
+    ridge_complement_factor, ridge_of_the_mean_loss, ridge_twice_lambda, ridge_vh_as_v,
+    ridge_path_transposed, ridge_first_lambda_only, ridge_in_float64]
+
+SHORTCUTS["ch02-ridge-svd"] = [
+    # the ridge system solved: what the SVD formula replaces
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    I = torch.eye(X.shape[1], dtype=X.dtype)\n"
+    "    return torch.stack([torch.linalg.solve(X.T @ X + lam * I, X.T @ y) for lam in lams])\n",
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    I = torch.eye(X.shape[1], dtype=X.dtype)\n"
+    "    return torch.stack([torch.inverse(X.T @ X + lam * I) @ X.T @ y for lam in lams])\n",
+    # least squares on the stacked system [X; √λ I], [y; 0]: the checker's own oracle
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    d = X.shape[1]\n"
+    "    rows = []\n"
+    "    for lam in lams:\n"
+    "        A = torch.cat([X, lam.sqrt() * torch.eye(d, dtype=X.dtype)])\n"
+    "        b = torch.cat([y, torch.zeros(d, dtype=X.dtype)])\n"
+    "        rows.append(torch.linalg.lstsq(A, b[:, None]).solution[:, 0])\n"
+    "    return torch.stack(rows)\n",
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    I = torch.eye(X.shape[1], dtype=X.dtype)\n"
+    "    return torch.stack([torch.linalg.pinv(X.T @ X + lam * I) @ (X.T @ y) for lam in lams])\n",
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    rows = []\n"
+    "    for lam in lams:\n"
+    "        L = torch.linalg.cholesky(X.T @ X + lam * torch.eye(X.shape[1], dtype=X.dtype))\n"
+    "        rows.append(torch.cholesky_solve((X.T @ y)[:, None], L)[:, 0])\n"
+    "    return torch.stack(rows)\n",
+    # the eigendecomposition of XᵀX: the same shrinkage, but not from the SVD of X
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    mu, V = torch.linalg.eigh(X.T @ X)\n"
+    "    return ((V.T @ (X.T @ y)) / (mu + lams[:, None])) @ V.T\n",
+    # the solver by its aten name
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    I = torch.eye(X.shape[1], dtype=X.dtype)\n"
+    "    return torch.stack([torch.ops.aten.linalg_solve(X.T @ X + lam * I, X.T @ y)\n"
+    "                        for lam in lams])\n",
+]
+
+RIGHT_ANSWERS["ch02-ridge-svd"] = [
+    # one SVD per λ, with the old torch.svd (V, not Vᵀ)
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    rows = []\n"
+    "    for lam in lams:\n"
+    "        U, S, V = torch.svd(X)\n"
+    "        rows.append(V @ (S * (U.T @ y) / (S ** 2 + lam)))\n"
+    "    return torch.stack(rows)\n",
+    # the SVD of Xᵀ: X = V Σ Uᵀ with the roles of the factors swapped
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    P, S, Qh = torch.linalg.svd(X.T, full_matrices=False)   # Xᵀ = P diag(S) Qh\n"
+    "    return (S / (S ** 2 + lams[:, None]) * (Qh @ y)) @ P.T\n",
+    # the full SVD, its first min(N, d) vectors used, and einsum
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    U, S, Vh = torch.linalg.svd(X)\n"
+    "    r = S.shape[0]\n"
+    "    F = torch.diag_embed(S / (S ** 2 + lams[:, None]))      # (k, r, r)\n"
+    "    return torch.einsum('ir,krs,s->ki', Vh[:r].T, F, U[:, :r].T @ y)\n",
+]
