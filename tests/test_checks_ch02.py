@@ -39,6 +39,9 @@ def test_two_over_the_trace_is_told_the_number_not_the_operator():
     with pytest.raises(ExerciseCheckFailed, match="expected 0.269741") as err:
         checks.check_ch02_max_stable_lr(lr_two_over_trace)
     assert "your solution" not in err.value.message
+    # the third read's L3 (mathref/checks/allowances.py says the checker names this slip):
+    # it used to get the two numbers only
+    assert "2/tr H: the trace is the sum of all the eigenvalues" in err.value.message
 
 
 # A third read of chapter 2 (L2, L3, L4, N1)
@@ -121,8 +124,9 @@ def test_float64_routes_in_the_float32_call_fail_there(answer):
 
 
 def test_a_float64_copy_by_type_promotion_solved_by_hand_is_not_caught():
-    # disclosed in the statement: no refused call runs, and the digits are float64's. If this
-    # starts failing, the route is closed: update the statement's sentence that says it is not
+    # disclosed in book/instructors.md (instructors-ch02-least-squares, linked from the
+    # statement): no refused call runs, and the digits are float64's. If this starts failing,
+    # the route is closed: update that paragraph, which says it is not
     checks.check_ch02_least_squares(FLOAT64_BY_PROMOTION_NOT_CAUGHT)
 
 
@@ -145,3 +149,52 @@ def _lr_by_view_as_real(X):
 
 def test_max_stable_lr_allows_view_as_real_of_the_eigenvalues():
     checks.check_ch02_max_stable_lr(_lr_by_view_as_real)
+
+
+# ch02-ridge-svd (the third read's depth item: an exercise on ridge by SVD shrinkage)
+from mathref.checks.ch02 import _ridge_by_stacking  # noqa: E402
+from tests.exercises.ch02 import (ridge_complement_factor, ridge_lambda_added_to_sigma,  # noqa: E402
+                                 ridge_lambda_ignored, ridge_least_squares_component_shrunk,
+                                 ridge_of_the_mean_loss, ridge_path_transposed,
+                                 ridge_twice_lambda, ridge_without_division_by_sigma)
+
+
+@pytest.mark.parametrize("N, d, lam", [(30, 4, 0.3), (8, 20, 2.0), (50, 2, 1e-3)])
+def test_ridge_oracle_is_the_ridge_solution(N, d, lam):
+    # the checker's oracle (least squares on [X; √λ I], [y; 0], no SVD) against the normal
+    # equations (XᵀX + λI)w = Xᵀy and the vanishing gradient of ‖Xw − y‖² + λ‖w‖²
+    gen = torch.Generator().manual_seed(N + d)
+    X = torch.randn(N, d, generator=gen, dtype=torch.float64)
+    y = torch.randn(N, generator=gen, dtype=torch.float64)
+    w = _ridge_by_stacking(X, y, lam)
+    direct = torch.linalg.solve(X.T @ X + lam * torch.eye(d, dtype=X.dtype), X.T @ y)
+    assert torch.allclose(w, direct, rtol=1e-9, atol=1e-11)
+    wg = w.clone().requires_grad_(True)
+    (((X @ wg - y) ** 2).sum() + lam * (wg ** 2).sum()).backward()
+    assert wg.grad.abs().max() < 1e-9 * (1 + X.abs().max() ** 2)
+
+
+@pytest.mark.parametrize("answer, cause", [
+    (ridge_lambda_ignored, "least-squares solution: λ did not change it"),
+    (ridge_lambda_added_to_sigma, "λ was added to σ_i"),
+    (ridge_without_division_by_sigma, "the division by σ_i is missing"),
+    (ridge_complement_factor, "the part that ridge removes"),
+    (ridge_of_the_mean_loss, "(XᵀX + Nλ I)w = Xᵀy, N = 30"),
+    (ridge_twice_lambda, "the solution for 2λ"),
+    (ridge_path_transposed, "one row per λ")])
+def test_ridge_slips_get_their_own_diagnosis(answer, cause):
+    with pytest.raises(ExerciseCheckFailed) as err:
+        checks.check_ch02_ridge_svd(answer)
+    assert cause in err.value.message
+
+
+def test_ridge_by_the_least_squares_component_fails_where_sigma_is_zero():
+    # right wherever σ_i > 0; at the zero feature LAPACK returns σ = 0 exactly (the feature is
+    # X's last column), and σ²/(σ² + λ)·(u·y)/σ is 0·∞ = nan there. The statement asks for a
+    # component defined at σ_i = 0
+    X = torch.randn(15, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    X[:, -1] = 0.0
+    if torch.linalg.svd(X, full_matrices=False).S[-1] != 0:
+        pytest.skip("this LAPACK returns a σ_min that is not exactly 0 for a zero column")
+    with pytest.raises(ExerciseCheckFailed, match="σ_i = 0 for the zero feature"):
+        checks.check_ch02_ridge_svd(ridge_least_squares_component_shrunk)

@@ -56,6 +56,11 @@ ALLOWANCES = {
         mathref=("mathref.linear_regression",),
         allows="lstsq, pinv, QR and SVD on the design matrix, solve_triangular, and LU, eigh "
                "and det (torch.linalg.solve, inv and cholesky are refused)"),
+    # the SVD, the one factorization of ch02-ridge-svd (svdvals too: σ alone). Every solver of
+    # the ridge system, lstsq and pinv of the stacked matrix included, is not in the list
+    "ch02-ridge-svd": dict(ops=("linalg_svd", "_linalg_svd", "svd", "linalg_svdvals",
+                                "_linalg_check_errors"),
+                           allows="torch.linalg.svd (and torch.svd, torch.linalg.svdvals)"),
     # σ from mathref.nn, the chapter's own forward pass, or as torch.special.expit (torch.sigmoid
     # is elementary); no other activation's function
     "ch03-sigmoid-derivative": dict(ops=("special_expit",), mathref=("mathref.nn",),

@@ -1,12 +1,12 @@
 """Checkers for chapter 2: vectors, matrices and gradients; linear regression."""
 import torch
 
-from mathref.checks.core import rng
+from mathref.checks.core import rng, uniform
 from mathref.checks.core import (AUTOGRAD_FUNCTIONAL, as_tensor, exercise, expect, expect_callable,
                                  expect_tensor_close, forbidding, without_autograd)
 
 __all__ = ["check_ch02_steepest_descent", "check_ch02_mse_gradient",
-           "check_ch02_least_squares", "check_ch02_max_stable_lr"]
+           "check_ch02_least_squares", "check_ch02_max_stable_lr", "check_ch02_ridge_svd"]
 
 
 def _close(got, want, what, rtol=1e-8, atol=1e-10):
@@ -316,7 +316,11 @@ def check_ch02_max_stable_lr(max_stable_lr):
                     (2.0 / torch.linalg.eigvalsh(H_no_bias).max().item(),
                      "without the bias: b is a parameter too, so use [X, 1]"),
                     (2.0 / torch.linalg.eigvalsh(H).min().item(),
-                     "from the smallest eigenvalue: the largest curvature decides divergence")):
+                     "from the smallest eigenvalue: the largest curvature decides divergence"),
+                    (2.0 / torch.trace(H).item(),
+                     "2/tr H: the trace is the sum of all the eigenvalues, larger than the "
+                     "largest, so this rate is safe but not the threshold; divergence is set by "
+                     "λ_max alone")):
                 expect(abs(got - slip) > 1e-6 * abs(slip), f"{where}, {hint}")
         expect(abs(got - want) <= 1e-6 * want, where)
         y = torch.randn(N, generator=gen, dtype=torch.float64)
@@ -329,3 +333,118 @@ def check_ch02_max_stable_lr(max_stable_lr):
             expect(finite == converges, f"η = {lr:.4g} should make gradient descent "
                                         f"{'converge' if converges else 'diverge'}")
     return "η < 2/λ_max((2/N)X̃ᵀX̃), bias column included"
+
+
+def _ridge_by_stacking(X, y, lam):
+    """The oracle: w_λ as least squares on [X; √λ I], [y; 0] in float64 (QR, no SVD): its
+    normal equations are (XᵀX + λI)w = Xᵀy, those of (ch02-ridge)."""
+    X, y = X.double(), y.double()
+    d = X.shape[1]
+    A = torch.cat([X, lam ** 0.5 * torch.eye(d, dtype=X.dtype)])
+    rhs = torch.cat([y, torch.zeros(d, dtype=X.dtype)])
+    return torch.linalg.lstsq(A, rhs.unsqueeze(1), driver="gelsy").solution[:, 0]
+
+
+def _ridge_slips(X, y, lams):
+    """Typical wrong ridge paths, (k, d) each, with what each one did (from the checker's own
+    SVD; every one is invariant under the SVD's sign choices, so the student's SVD gives it too)."""
+    X, y, lams = X.double(), y.double(), lams.double()
+    U, S, Vh = torch.linalg.svd(X, full_matrices=False)
+    uy = U.T @ y
+    lam = lams[:, None]
+    pos = S > S.max() * 1e-12                                    # the least-squares solution
+    ls = torch.where(pos, uy / torch.where(pos, S, 1.0), 0.0)    # (minimum norm: σ_i = 0 left out)
+    def path(c):
+        return c.expand(len(lams), -1) @ Vh if c.dim() == 1 else c @ Vh
+    N = X.shape[0]
+    return (
+        (path(ls), "every row is the least-squares solution: λ did not change it. Each "
+                   "component (u_i·y)/σ_i is to be multiplied by σ_i²/(σ_i² + λ)"),
+        (path(uy / (S + lam)), "λ was added to σ_i: the penalty adds λ to σ_i², the eigenvalues "
+                               "of XᵀX, so the component is σ_i(u_i·y)/(σ_i² + λ)"),
+        (path(S ** 2 / (S ** 2 + lam) * uy), "the division by σ_i is missing: the shrinkage "
+                                             "factor σ_i²/(σ_i² + λ) multiplies the least-squares "
+                                             "component (u_i·y)/σ_i"),
+        (path(lam / (S ** 2 + lam) * ls), "the factor is λ/(σ_i² + λ), the part that ridge "
+                                          "removes: it keeps σ_i²/(σ_i² + λ)"),
+        (path(S * uy / (S ** 2 + N * lam)), f"this is the solution of (XᵀX + Nλ I)w = Xᵀy, "
+                                            f"N = {N}: the loss of (ch02-ridge) is the sum "
+                                            f"‖Xw − y‖² + λ‖w‖², not the mean"),
+        (path(S * uy / (S ** 2 + 2 * lam)), "this is the solution for 2λ: the gradient of "
+                                            "‖Xw − y‖² + λ‖w‖² is 2Xᵀ(Xw − y) + 2λw, so the "
+                                            "system is (XᵀX + λI)w = Xᵀy"),
+        (path(S * uy / (S ** 2 + lam / 2)), "this is the solution for λ/2: the gradient of "
+                                            "‖Xw − y‖² + λ‖w‖² is 2Xᵀ(Xw − y) + 2λw, so the "
+                                            "system is (XᵀX + λI)w = Xᵀy"),
+    )
+
+
+@exercise("ch02-ridge-svd",
+          forbid=_NORMAL_EQUATIONS + (
+              "torch.linalg.lstsq", "torch.linalg.pinv", "torch.pinverse", "torch.Tensor.pinverse",
+              "torch.linalg.eigh", "torch.linalg.eigvalsh", "torch.linalg.qr",
+              "torch.linalg.lu_factor", "torch.linalg.lu_solve", "torch.linalg.solve_triangular",
+              "mathref.linear_regression.fit_least_squares"),
+          because="compute w_λ from one SVD of X by equation (ch02-ridge-svd), not by solving "
+                  "the ridge system (XᵀX + λI)w = Xᵀy or the stacked least squares")
+def check_ch02_ridge_svd(ridge_svd):
+    """ridge_svd(X, y, lams) returns the (k, d) ridge solutions (XᵀX + λI)⁻¹Xᵀy, one row per λ."""
+    expect_callable(ridge_svd, "ridge_svd(X, y, lams)")
+    gen = rng(5)
+
+    def penalties(scale, exponents):   # λ spread around σ² of the case, jittered
+        return torch.tensor([scale * 10 ** (e + uniform(gen, -0.25, 0.25)) for e in exponents],
+                            dtype=torch.float64)
+
+    cases = []
+    X = torch.randn(30, 4, generator=gen, dtype=torch.float64) \
+        * torch.tensor([3.0, 1.0, 0.5, 0.1], dtype=torch.float64)
+    cases.append(("tall X (30 × 4)", X, X @ torch.randn(4, generator=gen, dtype=torch.float64)
+                  + 0.3 * torch.randn(30, generator=gen, dtype=torch.float64),
+                  penalties(1.0, (-2.0, -1.0, 0.0, 1.0, 2.0))))
+    t = torch.randn(50, generator=gen, dtype=torch.float64)    # section 2.8's two near-copies
+    X = torch.stack([t, t + 0.01 * torch.randn(50, generator=gen, dtype=torch.float64)], 1)
+    cases.append(("two nearly equal features (50 × 2)", X, X.sum(1) + 0.1 * torch.randn(
+        50, generator=gen, dtype=torch.float64), penalties(1.0, (-4.0, -2.0, -1.0, 0.0))))
+    X = torch.randn(8, 20, generator=gen, dtype=torch.float64)    # fewer examples than features
+    cases.append(("wide X (8 × 20, N < d)", X, torch.randn(8, generator=gen, dtype=torch.float64),
+                  penalties(10.0, (-2.0, 0.0, 1.0))))
+    X = torch.randn(15, 5, generator=gen, dtype=torch.float64)
+    X[:, -1] = 0.0      # a feature that is zero in every example: σ = 0 (exactly, from LAPACK)
+    cases.append(("X with a feature that is 0 in every example (15 × 5)", X,
+                  torch.randn(15, generator=gen, dtype=torch.float64),
+                  penalties(1.0, (-1.0, 0.0, 1.0))))
+    X = torch.randn(40, 3, generator=gen, dtype=torch.float64)
+    cases.append(("tall float32 X (40 × 3)", X.float(), (X @ torch.tensor([1.0, -2.0, 0.5],
+                  dtype=torch.float64) + 0.1 * torch.randn(40, generator=gen,
+                  dtype=torch.float64)).float(), penalties(1.0, (-1.0, 0.0, 1.0)).float()))
+
+    for where, X, y, lams in cases:
+        want = torch.stack([_ridge_by_stacking(X, y, float(lam)) for lam in lams])
+        before = (X.clone(), y.clone(), lams.clone())
+        got = ridge_svd(X, y, lams)
+        expect(all(torch.equal(a, b) for a, b in zip((X, y, lams), before)),
+               "your function changed X, y or lams in place")
+        expect(isinstance(got, torch.Tensor), f"{where}: expected a torch.Tensor, got "
+               f"{type(got).__name__}")
+        k, d = len(lams), X.shape[1]
+        expect(tuple(got.shape) != (d, k) or k == d, f"{where}: expected shape {(k, d)}, got "
+               f"{tuple(got.shape)}: one row per λ, so that row j is w_λ for lams[j]")
+        expect(got.dtype == X.dtype, f"{where}: your tensor is "
+               f"{str(got.dtype).replace('torch.', '')}: return a tensor in X's dtype "
+               f"({str(X.dtype).replace('torch.', '')})")
+        expect(tuple(got.shape) == (k, d), f"{where}: expected shape {(k, d)} (one row per λ "
+               f"in lams, one column per feature), got {tuple(got.shape)}")
+        expect(bool(torch.isfinite(got).all()), f"{where}: your result contains nan or inf"
+               + (": σ_i = 0 for the zero feature, and (u_i·y)/σ_i is 0/0 or ∞ there. Write "
+                  "the component as σ_i(u_i·y)/(σ_i² + λ), which is finite (0) at σ_i = 0"
+                  if "0 in every example" in where else ""))
+        float32 = X.dtype == torch.float32
+        rtol, atol = (1e-4, 1e-5) if float32 else (1e-7, 1e-9)
+        scale = float(want.abs().max())
+        if not torch.allclose(got.double(), want, rtol=rtol, atol=atol * scale):
+            for slip, hint in _ridge_slips(X, y, lams):
+                expect(not torch.allclose(got.double(), slip, rtol=max(rtol, 1e-6),
+                                          atol=atol * scale), f"{where}: {hint}")
+        _close(got, want, f"w_λ for {where}", rtol=rtol, atol=atol * scale)
+    return "w_λ = Σᵢ σᵢ(uᵢ·y)/(σᵢ² + λ) vᵢ for every λ, from one SVD, equal to least squares on [X; √λ I]"

@@ -210,6 +210,55 @@ def direction_by_normalize_in_torch_function(g):
 
 
 WRONG_ANSWERS["ch02-least-squares"].append(least_squares_in_a_lazy_pair)
+
+
+# The same read's other M2 forms (/tmp/rv02/att_nb.py): a tuple subclass whose __getitem__ runs
+# autograd (ch02-mse-gradient reads got[0], got[1]), and one whose __iter__ solves the normal
+# equations in float64 in the float32 call only. Both passed the notebook's check before the
+# result was settled under the call's rules (mathref.checks.core.settle).
+class _LaterGrad(tuple):
+    def __new__(cls, *problem):
+        pair = super().__new__(cls, (None, None))
+        pair.problem = problem
+        return pair
+
+    def __getitem__(self, i):
+        X, W, b, Y = self.problem
+        Wg, bg = W.clone().requires_grad_(True), b.clone().requires_grad_(True)
+        with torch.enable_grad():
+            loss = ((X @ Wg + bg - Y) ** 2).sum() / X.shape[0]
+            return torch.autograd.grad(loss, [Wg, bg])[i]
+
+
+def grad_in_a_lazy_tuple(X, W, b, Y):
+    return _LaterGrad(X, W, b, Y)
+
+
+class _LaterNormalEquations(tuple):
+    def __new__(cls, X, y):
+        pair = super().__new__(cls, (None, None))
+        pair.X, pair.y = X, y
+        return pair
+
+    def __iter__(self):
+        A = torch.cat([self.X, torch.ones_like(self.X[:, :1])], 1).double()
+        theta = torch.linalg.solve(A.T @ A, A.T @ self.y.double()).to(self.X.dtype)
+        return iter((theta[:-1], theta[-1]))
+
+    def __getitem__(self, i):
+        return tuple(iter(self))[i]
+
+
+def normal_equations_in_a_lazy_tuple_in_float32_call(X, y):
+    if X.dtype == torch.float32:
+        return _LaterNormalEquations(X, y)
+    A = torch.cat([X, torch.ones_like(X[:, :1])], 1)
+    theta = torch.linalg.lstsq(A, y[:, None]).solution[:, 0]
+    return theta[:-1], theta[-1]
+
+
+WRONG_ANSWERS["ch02-mse-gradient"].append(grad_in_a_lazy_tuple)
+WRONG_ANSWERS["ch02-least-squares"].append(normal_equations_in_a_lazy_tuple_in_float32_call)
 WRONG_ANSWERS["ch02-steepest-descent"] += [direction_by_normalize_in_detach,
                                            direction_by_normalize_in_torch_function]
 
@@ -734,6 +783,7 @@ class _LaterPair:
         self.X, self.y = X, y
 
     def __iter__(self):
+        from mathref import linear_regression as linreg
         return iter(linreg.fit_least_squares(self.X, self.y))
 
 
@@ -746,3 +796,142 @@ def least_squares_unpacked_later(X, y):
 
 
 WRONG_ANSWERS["ch02-least-squares"] += [least_squares_unpacked_later]
+
+
+# ch02-ridge-svd: the ridge path (k, d) from one SVD. Typical slips, each with its own message.
+def _svd(X):
+    return torch.linalg.svd(X, full_matrices=False)
+
+
+def ridge_lambda_ignored(X, y, lams):          # the least-squares (minimum-norm) solution
+    U, S, Vh = _svd(X)
+    keep = S > 1e-12 * S.max()
+    c = torch.where(keep, (U.T @ y) / torch.where(keep, S, torch.ones_like(S)), 0.0)
+    return c.expand(len(lams), -1) @ Vh
+
+
+def ridge_lambda_added_to_sigma(X, y, lams):   # σ + λ where the penalty adds λ to σ²
+    U, S, Vh = _svd(X)
+    return ((U.T @ y) / (S + lams[:, None])) @ Vh
+
+
+def ridge_without_division_by_sigma(X, y, lams):
+    U, S, Vh = _svd(X)
+    return (S ** 2 / (S ** 2 + lams[:, None]) * (U.T @ y)) @ Vh
+
+
+def ridge_complement_factor(X, y, lams):       # λ/(σ² + λ): the part ridge removes
+    U, S, Vh = _svd(X)
+    keep = S > 1e-12 * S.max()
+    c = torch.where(keep, (U.T @ y) / torch.where(keep, S, torch.ones_like(S)), 0.0)
+    return (lams[:, None] / (S ** 2 + lams[:, None]) * c) @ Vh
+
+
+def ridge_of_the_mean_loss(X, y, lams):        # (XᵀX + NλI)w = Xᵀy: the penalty of (1/N)‖Xw − y‖²
+    U, S, Vh = _svd(X)
+    return (S * (U.T @ y) / (S ** 2 + len(X) * lams[:, None])) @ Vh
+
+
+def ridge_twice_lambda(X, y, lams):            # (XᵀX + 2λI)w = Xᵀy
+    U, S, Vh = _svd(X)
+    return (S * (U.T @ y) / (S ** 2 + 2 * lams[:, None])) @ Vh
+
+
+def ridge_vh_as_v(X, y, lams):                 # Vh's columns taken for the v_i (rows are)
+    U, S, Vh = _svd(X)
+    c = S * (U.T @ y) / (S ** 2 + lams[:, None])
+    return c @ Vh.T if Vh.shape[0] == Vh.shape[1] else c @ Vh[:, :Vh.shape[0]].T @ Vh
+
+
+def ridge_path_transposed(X, y, lams):         # (d, k): one column per λ
+    U, S, Vh = _svd(X)
+    return ((S * (U.T @ y) / (S ** 2 + lams[:, None])) @ Vh).T
+
+
+def ridge_first_lambda_only(X, y, lams):
+    U, S, Vh = _svd(X)
+    return (S * (U.T @ y) / (S ** 2 + lams[0])) @ Vh
+
+
+def ridge_in_float64(X, y, lams):              # right values, float64 for the float32 problem
+    U, S, Vh = _svd(X.double())
+    return (S * (U.T @ y.double()) / (S ** 2 + lams.double()[:, None])) @ Vh
+
+
+def ridge_least_squares_component_shrunk(X, y, lams):
+    # σ²/(σ² + λ) · (u·y)/σ: right wherever σ > 0, nan (0·∞) where σ = 0 (the zero feature)
+    U, S, Vh = _svd(X)
+    return (S ** 2 / (S ** 2 + lams[:, None]) * ((U.T @ y) / S)) @ Vh
+
+
+WRONG_ANSWERS["ch02-ridge-svd"] = [
+    ridge_lambda_ignored, ridge_lambda_added_to_sigma, ridge_without_division_by_sigma,
+    ridge_complement_factor, ridge_of_the_mean_loss, ridge_twice_lambda, ridge_vh_as_v,
+    ridge_path_transposed, ridge_first_lambda_only, ridge_in_float64]
+
+SHORTCUTS["ch02-ridge-svd"] = [
+    # the ridge system solved: what the SVD formula replaces
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    I = torch.eye(X.shape[1], dtype=X.dtype)\n"
+    "    return torch.stack([torch.linalg.solve(X.T @ X + lam * I, X.T @ y) for lam in lams])\n",
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    I = torch.eye(X.shape[1], dtype=X.dtype)\n"
+    "    return torch.stack([torch.inverse(X.T @ X + lam * I) @ X.T @ y for lam in lams])\n",
+    # least squares on the stacked system [X; √λ I], [y; 0]: the checker's own oracle
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    d = X.shape[1]\n"
+    "    rows = []\n"
+    "    for lam in lams:\n"
+    "        A = torch.cat([X, lam.sqrt() * torch.eye(d, dtype=X.dtype)])\n"
+    "        b = torch.cat([y, torch.zeros(d, dtype=X.dtype)])\n"
+    "        rows.append(torch.linalg.lstsq(A, b[:, None]).solution[:, 0])\n"
+    "    return torch.stack(rows)\n",
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    I = torch.eye(X.shape[1], dtype=X.dtype)\n"
+    "    return torch.stack([torch.linalg.pinv(X.T @ X + lam * I) @ (X.T @ y) for lam in lams])\n",
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    rows = []\n"
+    "    for lam in lams:\n"
+    "        L = torch.linalg.cholesky(X.T @ X + lam * torch.eye(X.shape[1], dtype=X.dtype))\n"
+    "        rows.append(torch.cholesky_solve((X.T @ y)[:, None], L)[:, 0])\n"
+    "    return torch.stack(rows)\n",
+    # the eigendecomposition of XᵀX: the same shrinkage, but not from the SVD of X
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    mu, V = torch.linalg.eigh(X.T @ X)\n"
+    "    return ((V.T @ (X.T @ y)) / (mu + lams[:, None])) @ V.T\n",
+    # the solver by its aten name
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    I = torch.eye(X.shape[1], dtype=X.dtype)\n"
+    "    return torch.stack([torch.ops.aten.linalg_solve(X.T @ X + lam * I, X.T @ y)\n"
+    "                        for lam in lams])\n",
+]
+
+RIGHT_ANSWERS["ch02-ridge-svd"] = [
+    # one SVD per λ, with the old torch.svd (V, not Vᵀ)
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    rows = []\n"
+    "    for lam in lams:\n"
+    "        U, S, V = torch.svd(X)\n"
+    "        rows.append(V @ (S * (U.T @ y) / (S ** 2 + lam)))\n"
+    "    return torch.stack(rows)\n",
+    # the SVD of Xᵀ: X = V Σ Uᵀ with the roles of the factors swapped
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    P, S, Qh = torch.linalg.svd(X.T, full_matrices=False)   # Xᵀ = P diag(S) Qh\n"
+    "    return (S / (S ** 2 + lams[:, None]) * (Qh @ y)) @ P.T\n",
+    # the full SVD, its first min(N, d) vectors used, and einsum
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    U, S, Vh = torch.linalg.svd(X)\n"
+    "    r = S.shape[0]\n"
+    "    F = torch.diag_embed(S / (S ** 2 + lams[:, None]))      # (k, r, r)\n"
+    "    return torch.einsum('ir,krs,s->ki', Vh[:r].T, F, U[:, :r].T @ y)\n",
+]
