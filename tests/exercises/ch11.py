@@ -672,7 +672,7 @@ RIGHT_ANSWERS = {
         "    return P * G_P - P * torch.einsum('...j,...j->...', G_P, P).unsqueeze(-1)\n",
         # exact forms that first subtract a constant from each row of G_P (Σ_j P_j = 1, so G_S does
         # not change): the chapter 11 delta read found the row-mean form refused by its proposed
-        # case; where G_P is uneven their rounding is up to 5 ε P_n max_j |G_j|, which is allowed
+        # case; where G_P is uneven their rounding is up to 6 ε P_n max_j |G_j|, which is allowed
         "def softmax_backward_rows(P, G_P):\n"
         "    G = G_P - G_P.mean(-1, keepdim=True)\n"
         "    return P * (G - (G * P).sum(-1, keepdim=True))\n",
