@@ -191,3 +191,25 @@ def test_a_parameter_count_must_be_an_int():
         CHECKS["ch11-mha-param-count"](mha_param_count)
     message = failure.value.message
     assert "return an int" in message and "288.0" in message and "//" in message, message
+
+
+@pytest.mark.parametrize("answer", [ch11.softmax_bw_jvp_along_g, ch11.softmax_bw_jvp_along_g_stable],
+                         ids=["P-exp-tG", "max-subtracted"])
+def test_a_difference_of_the_softmax_along_g_p_is_refused_where_g_p_is_uneven(answer):
+    """The chapter 11 delta read's N1: the softmax Jacobian is symmetric, so G_S is the derivative
+    of softmax(S + t G_P) at t = 0, and a high-order central difference of it along G_P is right
+    to rtol 1e-13 and within 1e-13 σ on the first four cases (its rounding error is relative to
+    P_n); it passed. The case where G_P is about 10⁶ on keys of weight below 1e-5 refuses it: a
+    step that suits the other rows overflows there, or is far off."""
+    from mathref.checks.ch11 import _softmax_backward_cases
+    for S, G_P, what, _ in _softmax_backward_cases()[:4]:
+        S = S.clone().requires_grad_()
+        P = torch.softmax(S, -1)
+        (want,) = torch.autograd.grad(P, S, G_P)
+        got = answer(P.detach(), G_P)
+        assert torch.isclose(got, want, rtol=1e-13, atol=1e-14).all(), what
+        scale = P.detach() * (G_P.abs() + (G_P.abs() * P.detach()).sum(-1, keepdim=True))
+        assert ((got - want).abs() <= 1e-13 * scale).all(), what
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch11-softmax-backward"](answer)
+    assert "G_P is about 10⁶ on two keys per row" in failure.value.message, failure.value.message

@@ -215,6 +215,28 @@ def softmax_bw_sixteenth_order_stencil(P, G_P, h=0.1, chunk=256):
     return torch.nan_to_num(out).reshape(P.shape)
 
 
+def softmax_bw_jvp_along_g(P, G_P, p=32, h=0.05, stable=False):
+    """The chapter 11 delta read's N1: softmax's Jacobian diag(p) − ppᵀ is symmetric, so the
+    vector–Jacobian product G_S equals the Jacobian–vector product, the derivative of
+    softmax(S + t G_P) at t = 0: a 64th-order central difference of a hand-written softmax
+    (P e^{tG} / Σ P e^{tG}) along G_P, one difference of whole rows, no loop over entries. Its
+    rounding error is relative to P_n, so it passed every case (notebook and grader). The case
+    where G_P is about 10⁶ on keys of weight below 1e-5 refuses it: there t·10⁶ must stay small
+    (here e^{tG} overflows; ``stable`` subtracts the row's largest tG first, and is off instead)."""
+    c = [(-1) ** (k + 1) * math.factorial(p) ** 2 / (k * math.factorial(p - k) * math.factorial(p + k))
+         for k in range(1, p + 1)]
+
+    def f(t):
+        x = t * G_P
+        E = P * (x - x.amax(-1, keepdim=True)).exp() if stable else P * x.exp()
+        return E / E.sum(-1, keepdim=True)
+    return sum(ck * (f(k * h) - f(-k * h)) for k, ck in enumerate(c, 1)) / h
+
+
+def softmax_bw_jvp_along_g_stable(P, G_P):
+    return softmax_bw_jvp_along_g(P, G_P, p=12, h=0.05, stable=True)
+
+
 def gqa_bw_fourth_order_stencil(q, k, v, G_O, h=1e-3):
     def loss(q, k, v):
         B, H, T, d = q.shape
@@ -370,7 +392,8 @@ WRONG_ANSWERS = {
                               softmax_bw_builtin, softmax_bw_log_softmax_builtin, softmax_bw_library,
                               softmax_bw_central_difference, softmax_bw_fourth_order_stencil,
                               softmax_bw_sixteenth_order_stencil,
-                              softmax_bw_python_complex_step, softmax_bw_python_int_fixed_point],
+                              softmax_bw_python_complex_step, softmax_bw_python_int_fixed_point,
+                              softmax_bw_jvp_along_g, softmax_bw_jvp_along_g_stable],
     "ch11-multi-head": [mha_scaled_by_sqrt_dmodel, mha_bad_head_split, mha_wo_per_head],
     "ch11-gqa-backward": [gqa_bw_mean_over_group, gqa_bw_first_head_only, gqa_bw_interleaved_groups,
                           gqa_bw_no_scale, gqa_bw_by_autograd, gqa_bw_library,
@@ -647,6 +670,29 @@ RIGHT_ANSWERS = {
         "import torch\n\n"
         "def softmax_backward_rows(P, G_P):\n"
         "    return P * G_P - P * torch.einsum('...j,...j->...', G_P, P).unsqueeze(-1)\n",
+        # exact forms that first subtract a constant from each row of G_P (Σ_j P_j = 1, so G_S does
+        # not change): the chapter 11 delta read found the row-mean form refused by its proposed
+        # case; where G_P is uneven their rounding is up to 6 ε P_n max_j |G_j|, which is allowed
+        "def softmax_backward_rows(P, G_P):\n"
+        "    G = G_P - G_P.mean(-1, keepdim=True)\n"
+        "    return P * (G - (G * P).sum(-1, keepdim=True))\n",
+        "def softmax_backward_rows(P, G_P):\n"
+        "    G = G_P - G_P.amax(-1, keepdim=True)\n"
+        "    return P * (G - (G * P).sum(-1, keepdim=True))\n",
+        # (and G_P − its row minimum times each row's Jacobian, one row at a time)
+        "import torch\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    n = P.shape[-1]\n"
+        "    G = (G_P - G_P.amin(-1, keepdim=True)).reshape(-1, n)\n"
+        "    rows = [g @ (torch.diag(p) - p[:, None] * p[None, :]) for p, g in zip(P.reshape(-1, n), G)]\n"
+        "    return torch.stack(rows).reshape(P.shape)\n",
+        # G_S_n = P_n Σ_j P_j (G_n − G_j), row by row
+        "import torch\n\n"
+        "def softmax_backward_rows(P, G_P):\n"
+        "    n = P.shape[-1]\n"
+        "    Pr, Gr = P.reshape(-1, n), G_P.reshape(-1, n)\n"
+        "    rows = [p * ((g[:, None] - g[None, :]) * p[None, :]).sum(-1) for p, g in zip(Pr, Gr)]\n"
+        "    return torch.stack(rows).reshape(P.shape)\n",
     ],
     "ch11-multi-head": [
         "import torch.nn.functional as F\n\n"
