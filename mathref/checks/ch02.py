@@ -379,6 +379,20 @@ def _ridge_slips(X, y, lams):
     )
 
 
+_SVDS = ("torch.linalg.svd", "torch.svd", "torch.Tensor.svd", "torch.linalg.svdvals")
+
+
+def _on_x_itself(ridge_svd, X, y, lams):
+    """ridge_svd(X, y, lams) with the SVD allowed only on a matrix of X's shape (or its
+    transpose): the SVD of XᵀX, of XᵀX + λI or of the stacked [X; √λI] would solve the ridge
+    system (or the checker's least squares) under another name."""
+    shape = f"{X.shape[0]}x{X.shape[1]}"
+    return forbidding(ridge_svd, [f"{name}|shape={shape}" for name in _SVDS],
+                      "ch02-ridge-svd", "take one SVD of X itself (or of Xᵀ): the SVD of XᵀX, "
+                      "of XᵀX + λI or of [X; √λ I] solves the ridge system another way")(
+                          X, y, lams)
+
+
 @exercise("ch02-ridge-svd",
           forbid=_NORMAL_EQUATIONS + (
               "torch.linalg.lstsq", "torch.linalg.pinv", "torch.pinverse", "torch.Tensor.pinverse",
@@ -422,7 +436,7 @@ def check_ch02_ridge_svd(ridge_svd):
     for where, X, y, lams in cases:
         want = torch.stack([_ridge_by_stacking(X, y, float(lam)) for lam in lams])
         before = (X.clone(), y.clone(), lams.clone())
-        got = ridge_svd(X, y, lams)
+        got = _on_x_itself(ridge_svd, X, y, lams)
         expect(all(torch.equal(a, b) for a, b in zip((X, y, lams), before)),
                "your function changed X, y or lams in place")
         expect(isinstance(got, torch.Tensor), f"{where}: expected a torch.Tensor, got "

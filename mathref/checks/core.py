@@ -389,12 +389,14 @@ def _stub_code(n_free, name):
 def _condition(name):
     """'torch.linalg.lstsq|rows=100|dtype=float32' -> ('torch.linalg.lstsq', {'rows': 100,
     'dtype': torch.float32}): the call is allowed when its first argument is a matrix with that
-    many rows and that dtype, refused otherwise (a plain name: always refused)."""
+    many rows and that dtype, refused otherwise (a plain name: always refused). 'shape=30x4':
+    a matrix of that shape or its transpose."""
     base, *parts = name.split("|")
     condition = {}
     for part in parts:
         key, _, value = part.partition("=")
-        condition[key] = int(value) if key == "rows" else getattr(torch, value)
+        condition[key] = int(value) if key == "rows" else \
+            tuple(int(n) for n in value.split("x")) if key == "shape" else getattr(torch, value)
     return base, condition
 
 
@@ -404,6 +406,7 @@ def _allowed(condition, args, kwargs):
     first = args[0] if args else next((kwargs[k] for k in ("A", "input", "self") if k in kwargs), None)
     return (isinstance(first, torch.Tensor) and first.dim() >= 2
             and first.shape[-2] == condition.get("rows", first.shape[-2])
+            and sorted(first.shape[-2:]) == sorted(condition.get("shape", first.shape[-2:]))
             and first.dtype == condition.get("dtype", first.dtype))
 
 
@@ -620,11 +623,18 @@ class Forbidden:
         if condition:
             what = " ".join(filter(None, (
                 f"{condition['rows']}-row" if "rows" in condition else "",
+                "×".join(map(str, condition["shape"])) if "shape" in condition else "",
                 str(condition["dtype"]).replace("torch.", "") if "dtype" in condition else "")))
             return (f"your solution called {base} on something other than the {what} matrix "
                     f"it was given, which {self.label} does not allow: {self.because}")
         return (f"your solution called {name}, which {self.label} does not allow: "
                 f"{self.because}")
+
+
+def shadowed_methods(t):
+    """The names of torch.Tensor's own attributes that the tensor ``t`` overrides with
+    attributes of its instance (``t.detach = lambda: ...``)."""
+    return sorted(name for name in vars(t) if hasattr(torch.Tensor, name))
 
 
 def settle(result, depth=0):
@@ -641,6 +651,10 @@ def settle(result, depth=0):
     if isinstance(result, torch.Tensor) and type(result) not in (torch.Tensor, torch.nn.Parameter):
         raise CheckFailure(f"your answer returned a {type(result).__name__[:60]}, a subclass of "
                            "torch.Tensor whose methods run code of yours after the call: return "
+                           "a plain torch.Tensor")
+    if isinstance(result, torch.Tensor) and shadowed_methods(result):
+        raise CheckFailure(f"your answer returned a tensor whose {shadowed_methods(result)[0]} "
+                           "is an attribute of yours, code that would run after the call: return "
                            "a plain torch.Tensor")
     kind = type(result)
     if kind not in (int, float, complex, bool) \

@@ -308,6 +308,9 @@ class Endpoint:
                 raise ValueError(f"a {type(value).__name__[:60]} (a subclass of torch.Tensor, "
                                  "whose methods are the student's code) cannot be sent: return "
                                  "a plain torch.Tensor")
+            if not self.trusted and any(hasattr(torch.Tensor, k) for k in vars(value)):
+                raise ValueError("a tensor with methods of the student's own (instance "
+                                 "attributes) cannot be sent: return a plain torch.Tensor")
             if value.is_sparse or value.device.type == "meta":
                 raise ValueError("sparse and meta tensors cannot be sent")
             t = value.detach().to("cpu")

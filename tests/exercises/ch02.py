@@ -259,6 +259,14 @@ def normal_equations_in_a_lazy_tuple_in_float32_call(X, y):
 
 WRONG_ANSWERS["ch02-mse-gradient"].append(grad_in_a_lazy_tuple)
 WRONG_ANSWERS["ch02-least-squares"].append(normal_equations_in_a_lazy_tuple_in_float32_call)
+def direction_in_a_detach_of_its_own(g):   # a plain tensor, its detach an attribute (the
+    import torch.nn.functional as F          # delta read of chapter 2, N1)
+    t = torch.zeros_like(g)
+    t.detach = lambda: -F.normalize(g.flatten(), dim=0).reshape(g.shape)
+    return t
+
+
+WRONG_ANSWERS["ch02-steepest-descent"].append(direction_in_a_detach_of_its_own)
 WRONG_ANSWERS["ch02-steepest-descent"] += [direction_by_normalize_in_detach,
                                            direction_by_normalize_in_torch_function]
 
@@ -911,6 +919,30 @@ SHORTCUTS["ch02-ridge-svd"] = [
     "    I = torch.eye(X.shape[1], dtype=X.dtype)\n"
     "    return torch.stack([torch.ops.aten.linalg_solve(X.T @ X + lam * I, X.T @ y)\n"
     "                        for lam in lams])\n",
+    # the SVD, of another matrix (the delta read of chapter 2, N2): of XᵀX (the eigh route
+    # under another name), of the ridge system's matrix, of the checker's stacked system
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    V, mu, _ = torch.linalg.svd(X.T @ X)\n"
+    "    return ((V.T @ (X.T @ y)) / (mu + lams[:, None])) @ V.T\n",
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    I = torch.eye(X.shape[1], dtype=X.dtype)\n"
+    "    rows = []\n"
+    "    for lam in lams:\n"
+    "        U, S, Vh = torch.linalg.svd(X.T @ X + lam * I)\n"
+    "        rows.append(Vh.T @ ((U.T @ (X.T @ y)) / S))\n"
+    "    return torch.stack(rows)\n",
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    d = X.shape[1]\n"
+    "    rows = []\n"
+    "    for lam in lams:\n"
+    "        A = torch.cat([X, lam.sqrt() * torch.eye(d, dtype=X.dtype)])\n"
+    "        b = torch.cat([y, torch.zeros(d, dtype=X.dtype)])\n"
+    "        U, S, Vh = torch.linalg.svd(A, full_matrices=False)\n"
+    "        rows.append(Vh.T @ ((U.T @ b) / S))\n"
+    "    return torch.stack(rows)\n",
 ]
 
 RIGHT_ANSWERS["ch02-ridge-svd"] = [
