@@ -10,11 +10,14 @@ CHAPTER = read(next(path for path in NOTEBOOKS if path.name == "14_gpt.ipynb"))
 LABEL = "ch14-rope-decode-step"
 
 
-@pytest.mark.parametrize("body", [ch14.COMPLEX_ROPE_DECODE, ch14.VIEW_AS_COMPLEX_ROPE_DECODE],
-                         ids=["complex-polar", "view_as_complex"])
+@pytest.mark.parametrize("body", [ch14.COMPLEX_ROPE_DECODE, ch14.VIEW_AS_COMPLEX_ROPE_DECODE,
+                                  ch14.IMAG_ROPE_DECODE, ch14.ANGLE_ROPE_DECODE],
+                         ids=["complex-polar", "view_as_complex", "torch.imag", "angle"])
 def test_rope_as_a_complex_product_passes(body, capsys):
     """The eighth read's M1: RoPE written with torch.complex/polar or view_as_complex (chapter
-    12's method, and the checker's own reference) was refused as 'ran aten.complex'."""
+    12's method, and the checker's own reference) was refused as 'ran aten.complex'. The delta
+    read's N-M1: the parts taken as torch.imag(z), or as |z| and z.angle() after
+    z.conj_physical(), were still refused ('ran torch imag')."""
     CHECKS[LABEL](reference_answer(CHAPTER, LABEL, body))
     assert f"✅ {LABEL}: passed" in capsys.readouterr().out
 

@@ -397,6 +397,18 @@ COMPLEX_ROPE_DECODE = _BASE_DECODE.replace(_ROTATE_COS_SIN, _ROTATE_POLAR)
 VIEW_AS_COMPLEX_ROPE_DECODE = _BASE_DECODE.replace(_ROTATE_COS_SIN, _ROTATE_VIEW_AS_COMPLEX)
 assert COMPLEX_ROPE_DECODE != _BASE_DECODE != VIEW_AS_COMPLEX_ROPE_DECODE
 RIGHT_ANSWERS["ch14-rope-decode-step"] += [COMPLEX_ROPE_DECODE, VIEW_AS_COMPLEX_ROPE_DECODE]
+# The parts taken by function, not by attribute: the delta read (N-M1) found torch.imag(z)
+# refused ("ran torch imag") while z.imag and torch.real(z) passed, and z.angle() and
+# z.conj_physical() refused too
+IMAG_ROPE_DECODE = COMPLEX_ROPE_DECODE.replace("torch.cat([z.real, z.imag]",
+                                               "torch.cat([torch.real(z), torch.imag(z)]")
+ANGLE_ROPE_DECODE = COMPLEX_ROPE_DECODE.replace(
+    "    return torch.cat([z.real, z.imag], dim=-1)\n",
+    "    z = z.conj_physical().conj_physical()\n"
+    "    r, a = z.abs(), torch.angle(z)\n"
+    "    return torch.cat([r * torch.cos(a), r * torch.sin(a)], dim=-1)\n")
+assert COMPLEX_ROPE_DECODE != IMAG_ROPE_DECODE and COMPLEX_ROPE_DECODE != ANGLE_ROPE_DECODE
+RIGHT_ANSWERS["ch14-rope-decode-step"] += [IMAG_ROPE_DECODE, ANGLE_ROPE_DECODE]
 # complex numbers allowed for the rotation: the attention step is still the student's to write
 COMPLEX_ROPE_SDPA = (
     "import torch\n"
