@@ -39,11 +39,21 @@ def test_adjacent_pairs_written_with_complex_numbers_get_the_layout_hint():
     (ch14.decode_without_offset, "the new key went into the cache unrotated: rotate it at its "
                                  "position S = 1"),
     (ch14.decode_rerotates_the_cache, "the keys already in the cache changed"),
-    (ch14.decode_offset_one_too_far, "(the new key is at position S = 0)"),
-], ids=["cached-unrotated", "at-position-0", "cache-rotated-again", "position-S+1"])
+    (ch14.decode_offset_one_too_far, "(your new key is rotated as at position 1, but it is at "
+                                     "position S = 0)"),
+    (ch14.decode_rotated_twice, "(your new key is rotated as at position 2, but it is at "
+                                "position S = 1)"),
+    (ch14.decode_base_1000, "(the new key, at position S = 1, is rotated by the wrong angles"),
+    (ch14.decode_theta_without_2, "(the new key, at position S = 1, is rotated by the wrong "
+                                  "angles: pair (x_i, x_(i+d/2)) turns by S·θ_i, θ_i = "
+                                  "10000^(−2i/d), once)"),
+], ids=["cached-unrotated", "at-position-0", "cache-rotated-again", "position-S+1",
+        "rotated-twice", "base-1000", "theta-without-2"])
 def test_a_wrong_cache_is_named_for_its_mistake(wrong, cause):
     """The eighth read's L4: keys cached unrotated, and the cache rotated again at every step,
-    were both told '(the new key is at position S = 1)', though the position was right."""
+    were both told '(the new key is at position S = 1)', though the position was right. The
+    delta read's N-L2: so were a wrong base, a wrong θ_i and the new key rotated twice at S;
+    the position is named only where a rotation at another position explains the new key."""
     with pytest.raises(ExerciseCheckFailed) as failure:
         CHECKS[LABEL](wrong)
     assert "k_cache must hold the keys rotated" in failure.value.message

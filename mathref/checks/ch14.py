@@ -252,6 +252,10 @@ def check_ch14_rope_decode_step(rope_decode_step):
             unrotated = float((k_cache[:, :, -1:] - k[:, :, t:t + 1]).abs().max())
             # the new key right, the keys already cached changed (the whole cache rotated again)
             new_right = float((k_cache[:, :, -1:] - k_rot[:, :, t:t + 1]).abs().max())
+            # the new key rotated right, but at another position (S ± 1, 2S: rotated twice)
+            elsewhere = next((p for p in range(3 * T) if p != t and float(
+                (k_cache[:, :, -1:] - _rope_half(k[:, :, t:t + 1], torch.tensor([p])))
+                .abs().max()) < 1e-6), None) if err >= 1e-6 else None
             expect(err < 1e-6, f"after position {t} {where}, k_cache must hold the keys rotated at "
                                f"their own positions 0…{t}; max error {err:.3g} "
                                + ("(you rotated adjacent pairs (x_0, x_1), …: the course's layout "
@@ -265,7 +269,12 @@ def check_ch14_rope_decode_step(rope_decode_step):
                                   "(the new key is right, but the keys already in the cache "
                                   "changed: they were rotated at their own positions when they "
                                   "were appended; rotating the cache again rotates them twice)"
-                                  if new_right < 1e-6 else f"(the new key is at position S = {t})"))
+                                  if new_right < 1e-6 else
+                                  f"(your new key is rotated as at position {elsewhere}, but it is "
+                                  f"at position S = {t})" if elsewhere is not None else
+                                  f"(the new key, at position S = {t}, is rotated by the wrong "
+                                  "angles: pair (x_i, x_(i+d/2)) turns by S·θ_i, θ_i = "
+                                  "10000^(−2i/d), once)"))
             expect(tuple(out.shape) == (B, H, 1, d),
                    f"out must be [B, H, 1, d_k] = {[B, H, 1, d]}, got {list(out.shape)}")
             err = float((out - full[:, :, t:t + 1]).abs().max())

@@ -444,3 +444,32 @@ def decode_rerotates_the_cache(q_new, k_new, v_new, k_cache, v_cache):
 
 
 WRONG_ANSWERS["ch14-rope-decode-step"] += [decode_caches_unrotated_keys, decode_rerotates_the_cache]
+
+
+def _decode_rotated_by(rotate):
+    """A decode step right but for its rotation, rotate(x, S) (the delta read's N-L2: each of
+    these was told '(the new key is at position S = 1)', though the position was right)."""
+    def rope_decode_step(q_new, k_new, v_new, k_cache, v_cache):
+        S = k_cache.shape[-2]
+        k_cache = torch.cat([k_cache, rotate(k_new, S)], -2)
+        v_cache = torch.cat([v_cache, v_new], -2)
+        scores = rotate(q_new, S) @ k_cache.transpose(-2, -1) / math.sqrt(q_new.shape[-1])
+        return torch.softmax(scores, -1) @ v_cache, k_cache, v_cache
+    return rope_decode_step
+
+
+def _rotate_with(exponent, base=10000.0):
+    def rotate(x, S):
+        d = x.shape[-1]
+        theta = base ** (-exponent * torch.arange(d // 2, dtype=torch.float64) / d)
+        cos, sin = torch.cos(S * theta), torch.sin(S * theta)
+        x1, x2 = x[..., : d // 2], x[..., d // 2:]
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+    return rotate
+
+
+decode_base_1000 = _decode_rotated_by(_rotate_with(2, base=1000.0))
+decode_theta_without_2 = _decode_rotated_by(_rotate_with(1))           # θ_i = 10000^(−i/d)
+decode_rotated_twice = _decode_rotated_by(lambda x, S: _rotate_with(2)(_rotate_with(2)(x, S), S))
+WRONG_ANSWERS["ch14-rope-decode-step"] += [decode_base_1000, decode_theta_without_2,
+                                           decode_rotated_twice]
