@@ -78,3 +78,54 @@ def test_numpy_is_refused_in_every_exercise(label, body):
     on plain numbers passed exercise 2, unseen by the gate. Both are refused now."""
     with pytest.raises(ExerciseCheckFailed, match="no NumPy"):
         CHECKS[label](reference_answer(CHAPTER, label, body))
+
+
+BEAM = "ch14-beam-search"
+
+
+@pytest.mark.parametrize("wrong, cause", [
+    (ch14.beam_greedy, "that is greedy decoding's sequence"),
+    (ch14.beam_exhaustive, "that is the most likely sequence of all; a beam of width 2"),
+    (ch14.beam_ranked_by_last_token, "(that is what ranking the candidates by the new token's "
+                                     "log-probability alone gives"),
+    (ch14.beam_probability_score, "over the new tokens"),
+    (ch14.beam_without_prompt, "prompt included"),
+], ids=["greedy", "exhaustive", "last-token", "probability", "no-prompt"])
+def test_a_wrong_beam_search_is_named_for_its_mistake(wrong, cause):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS[BEAM](wrong)
+    assert cause in failure.value.message, failure.value.message
+    assert "; or " not in failure.value.message     # the first case tells these mistakes apart
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_beam_checker_agrees_with_brute_force_and_with_mathref(seed):
+    """The checker's reference beam (Python lists) is exhaustive at width V^(n−1), where it
+    must equal an enumeration of all V^n continuations written here; and at every width it
+    equals mathref.gpt.beam_search run on the same table as a model."""
+    import itertools
+    import types
+
+    import torch
+
+    from mathref.checks import ch14 as check
+    from mathref.gpt import beam_search
+
+    g = torch.Generator().manual_seed(seed)
+    V, n, prompt = 4, 4, [1, 2]
+    table = check._beam_table(g, V, n, prompt)
+    best = max((sum(float(table[i - 2, s[i - 2], s[i - 1], s[i]]) for i in range(2, 2 + n)), s)
+               for s in ([*prompt, *tail] for tail in itertools.product(range(V), repeat=n)))
+    score, seq = check._beam_reference(table, prompt, n, V ** (n - 1))
+    assert seq == best[1] and abs(score - best[0]) < 1e-12
+
+    class Table(torch.nn.Module):
+        config = types.SimpleNamespace(block_size=100)
+
+        def forward(self, idx):
+            return table[idx.shape[1] - 2, idx[:, -2], idx[:, -1]][:, None, :], None
+
+    for width in (1, 2, 3, V ** (n - 1)):
+        score, seq = check._beam_reference(table, prompt, n, width)
+        course, course_score = beam_search(Table(), torch.tensor([prompt]), n, beam_width=width)
+        assert course[0].tolist() == seq and abs(course_score - score) < 1e-9, width
