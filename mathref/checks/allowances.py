@@ -11,7 +11,11 @@ EIGENVALUES = ("linalg_eigvalsh", "linalg_eigh", "_linalg_eigh", "linalg_svdvals
                "linalg_eigvals", "linalg_eig", "linalg_matrix_norm", "linalg_norm")
 ATTENTION_HELPERS = ("mathref.attention", "mathref._validation")
 POSITIONS = ("mathref.positions", "mathref._validation")
-COMPLEX = ("complex", "polar", "view_as_real", "view_as_complex", "_conj", "conj")
+# complex numbers: made (complex, polar, view_as_complex), taken apart (view_as_real, imag,
+# angle; real is elementary) and conjugated (conj, conj_physical), as torch.imag(z) and z.imag
+# are the same part
+COMPLEX = ("complex", "polar", "view_as_real", "view_as_complex", "imag", "angle", "_conj", "conj",
+           "conj_physical", "conj_physical_", "_conj_physical")
 SILU = ("silu", "silu_")
 EMBEDDING = ("embedding",)
 CROSS_ENTROPY = ("cross_entropy_loss", "nll_loss", "nll_loss_forward", "nll_loss_nd",

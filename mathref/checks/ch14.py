@@ -9,7 +9,7 @@ from mathref.checks.core import CheckFailure, expect, expect_callable, expect_cl
 from mathref.checks.numpy_use import refuse_named_numpy
 
 __all__ = ["check_ch14_next_token_pairs", "check_ch14_perplexity_bpb", "check_ch14_top_k",
-           "check_ch14_top_p", "check_ch14_rope_decode_step"]
+           "check_ch14_top_p", "check_ch14_beam_search", "check_ch14_rope_decode_step"]
 
 
 def _pair(result, what):
@@ -252,6 +252,10 @@ def check_ch14_rope_decode_step(rope_decode_step):
             unrotated = float((k_cache[:, :, -1:] - k[:, :, t:t + 1]).abs().max())
             # the new key right, the keys already cached changed (the whole cache rotated again)
             new_right = float((k_cache[:, :, -1:] - k_rot[:, :, t:t + 1]).abs().max())
+            # the new key rotated right, but at another position (S ± 1, 2S: rotated twice)
+            elsewhere = next((p for p in range(3 * T) if p != t and float(
+                (k_cache[:, :, -1:] - _rope_half(k[:, :, t:t + 1], torch.tensor([p])))
+                .abs().max()) < 1e-6), None) if err >= 1e-6 else None
             expect(err < 1e-6, f"after position {t} {where}, k_cache must hold the keys rotated at "
                                f"their own positions 0…{t}; max error {err:.3g} "
                                + ("(you rotated adjacent pairs (x_0, x_1), …: the course's layout "
@@ -265,7 +269,12 @@ def check_ch14_rope_decode_step(rope_decode_step):
                                   "(the new key is right, but the keys already in the cache "
                                   "changed: they were rotated at their own positions when they "
                                   "were appended; rotating the cache again rotates them twice)"
-                                  if new_right < 1e-6 else f"(the new key is at position S = {t})"))
+                                  if new_right < 1e-6 else
+                                  f"(your new key is rotated as at position {elsewhere}, but it is "
+                                  f"at position S = {t})" if elsewhere is not None else
+                                  f"(the new key, at position S = {t}, is rotated by the wrong "
+                                  "angles: pair (x_i, x_(i+d/2)) turns by S·θ_i, θ_i = "
+                                  "10000^(−2i/d), once)"))
             expect(tuple(out.shape) == (B, H, 1, d),
                    f"out must be [B, H, 1, d_k] = {[B, H, 1, d]}, got {list(out.shape)}")
             err = float((out - full[:, :, t:t + 1]).abs().max())
@@ -279,3 +288,129 @@ def check_ch14_rope_decode_step(rope_decode_step):
                                    f"attention with RoPE; max error {err:.3g}"
                                    + (f" ({why})" if why else ""))
     return "query and key rotated at position S, key and value appended, attention over all S + 1 keys"
+
+
+def _beam_reference(table, prompt, n, width):
+    """Beam search written over Python lists (independent of mathref.gpt.beam_search): the
+    `width` best (total log-probability, sequence) pairs kept at every step. ``table[i, a, b]``:
+    the log-probabilities of the i-th new token after the tokens a, b."""
+    lp, beams = table.tolist(), [(0.0, list(prompt))]
+    for i in range(n):
+        candidates = [(score + lp[i][seq[-2]][seq[-1]][token], seq + [token])
+                      for score, seq in beams for token in range(table.shape[-1])]
+        beams = sorted(candidates, key=lambda c: -c[0])[:width]
+    return beams[0]
+
+
+def _beam_by_last_token(table, prompt, n, width):
+    """The slip of ranking candidates by the new token's log-probability alone."""
+    lp, beams = table.tolist(), [(0.0, list(prompt))]
+    for i in range(n):
+        candidates = [(lp[i][seq[-2]][seq[-1]][token], score, seq + [token])
+                      for score, seq in beams for token in range(table.shape[-1])]
+        best = sorted(candidates, key=lambda c: -c[0])[:width]
+        beams = [(score + last, seq) for last, score, seq in best]
+    return max(beams, key=lambda b: b[0])
+
+
+def _exhaustive(table, prompt, n):
+    """The most likely continuation of all V^n, by enumeration (the oracle)."""
+    V = table.shape[-1]
+    tails = torch.cartesian_prod(*[torch.arange(V)] * n).view(-1, n)            # [V^n, n]
+    seqs = torch.cat([torch.tensor(prompt).expand(len(tails), len(prompt)), tails], 1)
+    t0 = len(prompt)
+    scores = sum(table[i - t0, seqs[:, i - 2], seqs[:, i - 1], seqs[:, i]] for i in range(t0, t0 + n))
+    best = int(scores.argmax())
+    return float(scores[best]), seqs[best].tolist()
+
+
+def _beam_table(gen, V, n, prompt, wrong_ranking_too=False):
+    """Next-token log-probabilities that depend on the last two tokens and the position (so that
+    no two sequences tie: with the last two tokens alone, reordered transitions would),
+    drawn until greedy search, width 2 and exhaustive search end on three different sequences;
+    with ``wrong_ranking_too``, width 2 ranked by the new token alone on a fourth, so that each
+    of those wrong answers gets its own hint (about one draw in 40 does; one in 10 for three)."""
+    for _ in range(2000):
+        table = torch.log_softmax(torch.randn(n, V, V, V, generator=gen, dtype=torch.float64), -1)
+        ends = [tuple(_beam_reference(table, prompt, n, w)[1]) for w in (1, 2)]
+        ends.append(tuple(_exhaustive(table, prompt, n)[1]))
+        if wrong_ranking_too:
+            ends.append(tuple(_beam_by_last_token(table, prompt, n, 2)[1]))
+        if len(set(ends)) == len(ends):
+            return table
+    raise RuntimeError("no table separates greedy, width 2 and exhaustive search")
+
+
+def _markov_toy():
+    """Section 14.8's toy (the next token depends on the last one only), as a table over the
+    last two tokens: width 2 ends below greedy, width 3 finds greedy's sequence again."""
+    names = ["<s>", "a", "b", "c", "d", "e", "f", "g", "h", "z"]
+    rows = {"<s>": {"a": 0.5, "b": 0.4, "c": 0.1}, "a": {"d": 0.3, "e": 0.25, "f": 0.25, "g": 0.2},
+            "b": {"h": 0.55, "z": 0.45}, "d": {"c": 1.0},
+            "h": {"c": 0.2, **{m: 0.1 for m in names if m not in ("c", "<s>")}}}
+    P = torch.full((10, 10), 1 / 9, dtype=torch.float64)
+    P[:, 0] = 0.0
+    for prev, row in rows.items():
+        P[names.index(prev)] = 0.0
+        for m, p in row.items():
+            P[names.index(prev), names.index(m)] = p
+    return P.clamp_min(1e-12).log().expand(3, 10, 10, 10).clone()
+
+
+@exercise("ch14-beam-search", forbid=("mathref.gpt.beam_search", "mathref.gpt.sequence_log_prob",
+                                      "mathref.gpt.generate"),
+          because="keep, extend and prune the beams yourself")
+def check_ch14_beam_search(beam_search):
+    """beam_search(step, prompt [t0], n, width) → (best sequence [t0 + n], its total log p)."""
+    expect_callable(beam_search, "beam_search(step, prompt, max_new_tokens, beam_width)")
+    g = rng(14)
+    cases = []
+    for V, n, t0 in ((5, 4, 2), (4, 5, 3), (6, 3, 2)):
+        prompt = torch.randint(0, V, (t0,), generator=g).tolist()
+        table = _beam_table(g, V, n, prompt, wrong_ranking_too=not cases)
+        cases += [(table, prompt, n, w) for w in (2, 1, 3, V ** (n - 1))]
+    # section 14.8's toy, where width 2 ends below greedy and width 3 finds it again
+    cases += [(_markov_toy(), [0, 0], 3, w) for w in (2, 1, 3)]
+    for table, prompt, n, width in cases:
+        V, t0 = table.shape[-1], len(prompt)
+
+        def step(seqs):
+            if not (isinstance(seqs, torch.Tensor) and seqs.dim() == 2 and not seqs.is_floating_point()
+                    and t0 <= seqs.shape[1] < t0 + n and torch.equal(seqs[:, :t0], seqs.new_tensor(prompt)
+                                                                      .expand(seqs.shape[0], t0))):
+                raise CheckFailure("step(seqs) takes a [k, t] tensor of token ids, each row the "
+                                   f"prompt {prompt} and fewer than {n} new tokens; got "
+                                   f"{getattr(seqs, 'shape', type(seqs).__name__)}")
+            return table[seqs.shape[1] - t0, seqs[:, -2], seqs[:, -1]].clone()
+
+        got = _pair(beam_search(step, torch.tensor(prompt), n, width), "beam_search")
+        seq, score = got
+        seq = torch.as_tensor(seq)
+        expect(seq.numel() == t0 + n and not seq.is_floating_point(),
+               f"return the best sequence as token ids, prompt included: {t0} + {n} = {t0 + n} "
+               f"ids, got {tuple(seq.shape)} ({seq.dtype})")
+        seq = seq.reshape(-1).tolist()
+        want_score, want = _beam_reference(table, prompt, n, width)
+        where = f"(V={V}, prompt {prompt}, {n} new tokens, beam_width={width})"
+        expect(seq[:t0] == prompt, f"{where}: the sequence must start with the prompt, got {seq}")
+        if seq != want:
+            greedy = _beam_reference(table, prompt, n, 1)[1]
+            best = _exhaustive(table, prompt, n)[1]
+            last = _beam_by_last_token(table, prompt, n, width)[1]
+            hints = [why for same, why in (
+                (greedy, "that is greedy decoding's sequence: keep the beam_width best candidates "
+                         "at every step, not one"),
+                (best, f"that is the most likely sequence of all; a beam of width {width} keeps "
+                       f"only {width} prefixes per step, and here it prunes the best one's prefix"),
+                (last, "that is what ranking the candidates by the new token's log-probability "
+                       "alone gives: rank them by their total, the beam's score plus the new "
+                       "token's")) if seq == same]
+            raise CheckFailure(f"{where}: expected the sequence {want} (total log p = "
+                               f"{want_score:.4f}), got {seq}"
+                               + (f" ({'; or '.join(hints)})" if hints else ""))
+        expect(isinstance(score, (int, float)) or (isinstance(score, torch.Tensor) and score.numel() == 1),
+               f"return the score as a number, got {type(score).__name__}")
+        expect(abs(float(score) - want_score) < 1e-6,
+               f"{where}: the score of {want} is its total log-probability Σ log p(x_t | x_<t) over "
+               f"the new tokens, {want_score:.6f}; got {float(score):.6f}")
+    return "the beam_width best prefixes kept at every step; width 1 is greedy, width V^(n−1) exhaustive"

@@ -285,6 +285,17 @@ RIGHT_ANSWERS = {
         "    z = torch.complex(x[..., : d // 2].double(), x[..., d // 2:].double())\n"
         "    z = z * torch.polar(torch.ones_like(angle), angle)\n"
         "    return torch.cat([z.real, z.imag], dim=-1).to(x.dtype)\n",
+        # the same, the parts taken by torch.real and torch.imag (chapter 14's delta read, N-M1:
+        # torch.imag was refused, the allowance for complex numbers lacking it)
+        "import torch\n\n"
+        "def rope_half_split(x, positions, base=10000.0):\n"
+        "    d = x.shape[-1]\n"
+        "    theta = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)\n"
+        "    angle = positions.double()[:, None] * theta\n"
+        "    z = torch.view_as_complex(torch.stack([x[..., : d // 2].double(),\n"
+        "                                           x[..., d // 2:].double()], -1).contiguous())\n"
+        "    z = z * torch.exp(1j * angle)\n"
+        "    return torch.cat([torch.real(z), torch.imag(z)], dim=-1).to(x.dtype)\n",
         # rotate_half, as in the Hugging Face Llama code, with angles in x's dtype
         "import torch\n"
         "import mathref.positions as P\n\n"

@@ -397,6 +397,18 @@ COMPLEX_ROPE_DECODE = _BASE_DECODE.replace(_ROTATE_COS_SIN, _ROTATE_POLAR)
 VIEW_AS_COMPLEX_ROPE_DECODE = _BASE_DECODE.replace(_ROTATE_COS_SIN, _ROTATE_VIEW_AS_COMPLEX)
 assert COMPLEX_ROPE_DECODE != _BASE_DECODE != VIEW_AS_COMPLEX_ROPE_DECODE
 RIGHT_ANSWERS["ch14-rope-decode-step"] += [COMPLEX_ROPE_DECODE, VIEW_AS_COMPLEX_ROPE_DECODE]
+# The parts taken by function, not by attribute: the delta read (N-M1) found torch.imag(z)
+# refused ("ran torch imag") while z.imag and torch.real(z) passed, and z.angle() and
+# z.conj_physical() refused too
+IMAG_ROPE_DECODE = COMPLEX_ROPE_DECODE.replace("torch.cat([z.real, z.imag]",
+                                               "torch.cat([torch.real(z), torch.imag(z)]")
+ANGLE_ROPE_DECODE = COMPLEX_ROPE_DECODE.replace(
+    "    return torch.cat([z.real, z.imag], dim=-1)\n",
+    "    z = z.conj_physical().conj_physical()\n"
+    "    r, a = z.abs(), torch.angle(z)\n"
+    "    return torch.cat([r * torch.cos(a), r * torch.sin(a)], dim=-1)\n")
+assert COMPLEX_ROPE_DECODE != IMAG_ROPE_DECODE and COMPLEX_ROPE_DECODE != ANGLE_ROPE_DECODE
+RIGHT_ANSWERS["ch14-rope-decode-step"] += [IMAG_ROPE_DECODE, ANGLE_ROPE_DECODE]
 # complex numbers allowed for the rotation: the attention step is still the student's to write
 COMPLEX_ROPE_SDPA = (
     "import torch\n"
@@ -432,3 +444,129 @@ def decode_rerotates_the_cache(q_new, k_new, v_new, k_cache, v_cache):
 
 
 WRONG_ANSWERS["ch14-rope-decode-step"] += [decode_caches_unrotated_keys, decode_rerotates_the_cache]
+
+
+def _decode_rotated_by(rotate):
+    """A decode step right but for its rotation, rotate(x, S) (the delta read's N-L2: each of
+    these was told '(the new key is at position S = 1)', though the position was right)."""
+    def rope_decode_step(q_new, k_new, v_new, k_cache, v_cache):
+        S = k_cache.shape[-2]
+        k_cache = torch.cat([k_cache, rotate(k_new, S)], -2)
+        v_cache = torch.cat([v_cache, v_new], -2)
+        scores = rotate(q_new, S) @ k_cache.transpose(-2, -1) / math.sqrt(q_new.shape[-1])
+        return torch.softmax(scores, -1) @ v_cache, k_cache, v_cache
+    return rope_decode_step
+
+
+def _rotate_with(exponent, base=10000.0):
+    def rotate(x, S):
+        d = x.shape[-1]
+        theta = base ** (-exponent * torch.arange(d // 2, dtype=torch.float64) / d)
+        cos, sin = torch.cos(S * theta), torch.sin(S * theta)
+        x1, x2 = x[..., : d // 2], x[..., d // 2:]
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+    return rotate
+
+
+decode_base_1000 = _decode_rotated_by(_rotate_with(2, base=1000.0))
+decode_theta_without_2 = _decode_rotated_by(_rotate_with(1))           # θ_i = 10000^(−i/d)
+decode_rotated_twice = _decode_rotated_by(lambda x, S: _rotate_with(2)(_rotate_with(2)(x, S), S))
+WRONG_ANSWERS["ch14-rope-decode-step"] += [decode_base_1000, decode_theta_without_2,
+                                           decode_rotated_twice]
+
+
+# Beam search (the delta read's missing depth, item 3): the student writes what mathref.gpt.beam_search
+# does, for a step function that plays the model
+def _beam(step, prompt, n, width):
+    beams, scores = prompt[None], torch.zeros(1, dtype=torch.float64)
+    for _ in range(n):
+        logp = step(beams)
+        V = logp.shape[-1]
+        scores, flat = (scores[:, None] + logp).flatten().topk(min(width, V * len(beams)))
+        beams = torch.cat([beams[flat // V], (flat % V)[:, None]], 1)
+    return beams[0], scores[0].item()
+
+
+def beam_greedy(step, prompt, max_new_tokens, beam_width):        # the width ignored
+    return _beam(step, prompt, max_new_tokens, 1)
+
+
+def beam_exhaustive(step, prompt, max_new_tokens, beam_width):    # every prefix kept
+    return _beam(step, prompt, max_new_tokens, 10 ** 6)
+
+
+def beam_ranked_by_last_token(step, prompt, max_new_tokens, beam_width):
+    beams, total = prompt[None], torch.zeros(1, dtype=torch.float64)
+    for _ in range(max_new_tokens):
+        logp = step(beams)
+        V = logp.shape[-1]
+        last, flat = logp.flatten().topk(min(beam_width, logp.numel()))   # the new token alone
+        total = total[flat // V] + last
+        beams = torch.cat([beams[flat // V], (flat % V)[:, None]], 1)
+    best = int(total.argmax())
+    return beams[best], float(total[best])
+
+
+def beam_probability_score(step, prompt, max_new_tokens, beam_width):   # p, not log p
+    seq, score = _beam(step, prompt, max_new_tokens, beam_width)
+    return seq, math.exp(score)
+
+
+def beam_without_prompt(step, prompt, max_new_tokens, beam_width):
+    seq, score = _beam(step, prompt, max_new_tokens, beam_width)
+    return seq[len(prompt):], score
+
+
+def beam_last_kept(step, prompt, max_new_tokens, beam_width):    # the worst of the final beams
+    beams, scores = prompt[None], torch.zeros(1, dtype=torch.float64)
+    for _ in range(max_new_tokens):
+        logp = step(beams)
+        V = logp.shape[-1]
+        scores, flat = (scores[:, None] + logp).flatten().topk(min(beam_width, V * len(beams)))
+        beams = torch.cat([beams[flat // V], (flat % V)[:, None]], 1)
+    return beams[-1], scores[-1].item()
+
+
+WRONG_ANSWERS["ch14-beam-search"] = [beam_greedy, beam_exhaustive, beam_ranked_by_last_token,
+                                     beam_probability_score, beam_without_prompt, beam_last_kept]
+SHORTCUTS["ch14-beam-search"] = [
+    # the course's beam search, handed a module that plays the model
+    "import types\n"
+    "import torch\n"
+    "from mathref.gpt import beam_search as course_beam_search\n\n"
+    "class Steps(torch.nn.Module):\n"
+    "    config = types.SimpleNamespace(block_size=10 ** 6)\n\n"
+    "    def __init__(self, step):\n"
+    "        super().__init__()\n"
+    "        self.step = step\n\n"
+    "    def forward(self, idx):\n"
+    "        return self.step(idx)[:, None, :], None\n\n"
+    "def beam_search(step, prompt, max_new_tokens, beam_width):\n"
+    "    seq, score = course_beam_search(Steps(step), prompt[None], max_new_tokens, beam_width)\n"
+    "    return seq[0], score\n",
+]
+RIGHT_ANSWERS["ch14-beam-search"] = [
+    # Python lists and sorted(), one step call per step
+    "import torch\n\n"
+    "def beam_search(step, prompt, max_new_tokens, beam_width):\n"
+    "    beams = [(0.0, prompt.tolist())]\n"
+    "    for _ in range(max_new_tokens):\n"
+    "        logp = step(torch.tensor([seq for _, seq in beams]))\n"
+    "        candidates = [(score + float(logp[i, t]), seq + [t]) for i, (score, seq) in enumerate(beams)\n"
+    "                      for t in range(logp.shape[1])]\n"
+    "        beams = sorted(candidates, key=lambda c: c[0], reverse=True)[:beam_width]\n"
+    "    return torch.tensor(beams[0][1]), beams[0][0]\n",
+    # each beam's own best k first (the global best k are among them), one step call per beam
+    "import torch\n\n"
+    "def beam_search(step, prompt, max_new_tokens, beam_width):\n"
+    "    beams = [(prompt, torch.tensor(0.0, dtype=torch.float64))]\n"
+    "    for _ in range(max_new_tokens):\n"
+    "        candidates = []\n"
+    "        for seq, score in beams:\n"
+    "            logp = step(seq[None])[0]\n"
+    "            top = torch.topk(logp, min(beam_width, logp.numel()))\n"
+    "            candidates += [(torch.cat([seq, t[None]]), score + v) for v, t in zip(top.values, top.indices)]\n"
+    "        candidates.sort(key=lambda c: float(c[1]), reverse=True)\n"
+    "        beams = candidates[:beam_width]\n"
+    "    return beams[0][0], beams[0][1]\n",
+]

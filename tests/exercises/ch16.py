@@ -835,6 +835,14 @@ RIGHT_ANSWERS["ch16-rope"] = [
     "    z = torch.complex(x[..., : d // 2].double(), x[..., d // 2:].double())\n"
     "    z = z * torch.polar(torch.ones_like(angle), angle)\n"
     "    return torch.cat([z.real, z.imag], -1).to(x.dtype)\n",
+    # the parts by torch.real and torch.imag (chapter 14's delta read, N-M1: torch.imag refused)
+    "def apply_rope(x, positions, base=10000.0):\n"
+    "    d = x.shape[-1]\n"
+    "    theta = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)\n"
+    "    angle = positions.to(torch.float64)[:, None] * theta\n"
+    "    z = torch.complex(x[..., : d // 2].double(), x[..., d // 2:].double())\n"
+    "    z = z * torch.polar(torch.ones_like(angle), angle)\n"
+    "    return torch.cat([torch.real(z), torch.imag(z)], -1).to(x.dtype)\n",
 ]
 
 
