@@ -194,6 +194,14 @@ def expect_close(actual, expected, what, rtol=1e-6, atol=1e-9):
     expect(ok, f"{what}: expected {expected:.10g}, got {actual:.10g}{hint}")
 
 
+def _plain_numpy(value):
+    """Whether ``value`` is a NumPy array or scalar of NumPy's own types (by identity: a class
+    of the student's can name any module it likes)."""
+    np = sys.modules.get("numpy")
+    return np is not None and (type(value) is np.ndarray
+                               or type(value) in set(np.sctypeDict.values()))
+
+
 def as_tensor(value, what, tensor_only=False):
     """The answer as a detached float64 CPU tensor. A number, a (nested) list or tuple, or a
     NumPy array is accepted too, unless ``tensor_only``; anything else fails with a message
@@ -201,8 +209,7 @@ def as_tensor(value, what, tensor_only=False):
     ``__getitem__`` would run the student's code after the call, outside the exercise's rules."""
     if isinstance(value, torch.Tensor):
         return value.detach().to("cpu", torch.float64)
-    numpy = type(value).__module__ == "numpy" and type(value).__name__ == "ndarray"
-    if not tensor_only and (numpy or type(value) in (list, tuple, int, float, bool)):
+    if not tensor_only and (_plain_numpy(value) or type(value) in (list, tuple, int, float, bool)):
         try:
             return torch.as_tensor(value, dtype=torch.float64)
         except (TypeError, ValueError, RuntimeError):
@@ -642,8 +649,8 @@ def settle(result, depth=0):
     when the checker reads it: a generator's items listed (``list(topo_sort(root))``), a list or
     tuple of a class of the student's rebuilt as a plain one item by item (its ``__iter__`` is
     the student's code), a tensor subclass refused (its methods are), any other number (a float
-    subclass, a class with ``__float__``) made a plain one by its own ``__index__``,
-    ``__float__`` or ``__complex__``."""
+    subclass, a class with ``__float__``; not NumPy's own) made a plain one by its own
+    ``__index__``, ``__float__`` or ``__complex__``."""
     if isinstance(result, types.GeneratorType) or (isinstance(result, (list, tuple))
                                                    and depth < 8):
         items = [settle(x, depth + 1) for x in result]
@@ -657,8 +664,7 @@ def settle(result, depth=0):
                            "is an attribute of yours, code that would run after the call: return "
                            "a plain torch.Tensor")
     kind = type(result)
-    if kind not in (int, float, complex, bool) \
-            and str(kind.__module__).split(".")[0] not in ("numpy", "torch"):
+    if kind not in (int, float, complex, bool) and not _plain_numpy(result):
         for protocol, plain in (("__index__", int), ("__float__", float),
                                 ("__complex__", complex)):
             if hasattr(kind, protocol):
