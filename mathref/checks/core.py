@@ -664,7 +664,8 @@ def settle(result, depth=0):
                            "is an attribute of yours, code that would run after the call: return "
                            "a plain torch.Tensor")
     kind = type(result)
-    if kind not in (int, float, complex, bool) and not _plain_numpy(result):
+    if kind not in (int, float, complex, bool, torch.Tensor, torch.nn.Parameter) \
+            and not _plain_numpy(result):
         for protocol, plain in (("__index__", int), ("__float__", float),
                                 ("__complex__", complex)):
             if hasattr(kind, protocol):
