@@ -314,6 +314,7 @@ def test_unit_distances_in_place_on_the_distance_matrix_and_out_of_that_size_pas
     (wrong.cosine_squared_product_clamped, "product of the squared norms", "smooth"),
     (wrong.cosine_eps_added_to_each_norm, "(‖a‖ + ε)(‖b‖ + ε)", "float32"),
     (wrong.cosine_eps_added, "‖a‖‖b‖ + ε", "float32"),
+    (wrong.cosine_eps_under_the_root, "√(‖a‖² + ε)·√(‖b‖² + ε)", "float32"),
 ])
 def test_cosine_denominator_mistakes_are_named(answer, words, not_words, capsys):
     message = _message("ch09-cosine-from-dot", answer, capsys)

@@ -70,10 +70,13 @@ def check_ch09_cosine_from_dot(cosine):
     b = torch.randn(6, 5, generator=gen, dtype=torch.float64)
     got = _on_copies(cosine, (a, b), "ab", "cosine of six random pairs in ℝ⁵")
     # ε added instead of clamped shifts every result by about 1e-8, which core's message would
-    # blame on float32 (the read at 81f456b, L3: ε added to each norm was): both forms are named
+    # blame on float32 (the read at 81f456b, L3: ε added to each norm was; its delta read, N2:
+    # ε added under the square root was): each form is named
     dot, na, nb = (a * b).sum(-1), a.norm(dim=-1), b.norm(dim=-1)
+    under_root = dot / (((a * a).sum(-1) + 1e-8).sqrt() * ((b * b).sum(-1) + 1e-8).sqrt())
     for eps_added, form in [(dot / (na * nb + 1e-8), "‖a‖‖b‖ + ε"),
-                            (dot / ((na + 1e-8) * (nb + 1e-8)), "(‖a‖ + ε)(‖b‖ + ε)")]:
+                            (dot / ((na + 1e-8) * (nb + 1e-8)), "(‖a‖ + ε)(‖b‖ + ε)"),
+                            (under_root, "√(‖a‖² + ε)·√(‖b‖² + ε)")]:
         expect(not (isinstance(got, torch.Tensor) and got.shape == eps_added.shape
                     and torch.allclose(got.double(), eps_added, rtol=1e-13, atol=0)),
                f"cosine of six random pairs in ℝ⁵: your denominator is {form}, which shifts "

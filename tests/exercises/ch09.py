@@ -41,6 +41,11 @@ def cosine_eps_added_to_each_norm(a, b, eps=1e-8):
     return (a * b).sum(-1) / ((a.norm(dim=-1) + eps) * (b.norm(dim=-1) + eps))
 
 
+def cosine_eps_under_the_root(a, b, eps=1e-8):
+    # ε added under each square root (the delta read of chapter 9, N2): results shift by ~1e-9
+    return (a * b).sum(-1) / (((a * a).sum(-1) + eps).sqrt() * ((b * b).sum(-1) + eps).sqrt())
+
+
 def soft_lookup_times_temperature(query, keys, values, temperature):
     return torch.softmax(query @ keys.T * temperature, dim=-1) @ values
 
@@ -220,7 +225,8 @@ WRONG_ANSWERS = {
     "ch09-cosine-from-dot": [cosine_product_clamped, cosine_eps_added, cosine_no_eps,
                              cosine_squared_norms, cosine_builtin, cosine_normalizes_in_place,
                              cosine_then_zeroes_input, cosine_squared_product_clamped,
-                             cosine_squared_norms_clamped, cosine_eps_added_to_each_norm],
+                             cosine_squared_norms_clamped, cosine_eps_added_to_each_norm,
+                             cosine_eps_under_the_root],
     "ch09-unit-distance": [unit_distances_squared, unit_distances_plus, unit_distances_no_clamp,
                            unit_distances_direct, unit_distances_row_loop,
                            unit_distances_coordinate_loop, unit_distances_math_dist,
