@@ -189,6 +189,11 @@ ALLOWANCES = {
     # the softmax is increasing: keeping the k most probable is keeping the k largest logits
     "ch14-top-k": dict(ops=SOFTMAX + LOG_SOFTMAX + ("special_softmax",),
                        allows="torch.topk, torch.softmax and log_softmax"),
+    # step returns log-probabilities already: log_softmax or logsumexp on them changes nothing
+    # and is no shortcut (chapter 14's second delta read, L-A: an answer that normalized them
+    # again was refused)
+    "ch14-beam-search": dict(ops=SOFTMAX + LOG_SOFTMAX + ("special_softmax",),
+                             allows="torch.softmax, log_softmax and logsumexp"),
     # U Vᵀ by any name of a matrix product (torch.inner(U, V) and F.linear(U, V) are U Vᵀ)
     "ch09-unit-distance": dict(ops=("inner", "linear"), allows="torch.inner and F.linear"),
     # q kᵀ by any name of a matrix product (F.linear(q, k) and torch.inner(q, k) are q kᵀ)

@@ -569,4 +569,15 @@ RIGHT_ANSWERS["ch14-beam-search"] = [
     "        candidates.sort(key=lambda c: float(c[1]), reverse=True)\n"
     "        beams = candidates[:beam_width]\n"
     "    return beams[0][0], beams[0][1]\n",
+    # step's output normalized again with log_softmax, which leaves log-probabilities unchanged
+    # (chapter 14's second delta read, L-A: refused)
+    "import torch\n\n"
+    "def beam_search(step, prompt, max_new_tokens, beam_width):\n"
+    "    beams = [(0.0, prompt.tolist())]\n"
+    "    for _ in range(max_new_tokens):\n"
+    "        logp = torch.log_softmax(step(torch.tensor([seq for _, seq in beams])), dim=-1)\n"
+    "        candidates = [(score + float(logp[i, t]), seq + [t]) for i, (score, seq) in enumerate(beams)\n"
+    "                      for t in range(logp.shape[1])]\n"
+    "        beams = sorted(candidates, key=lambda c: c[0], reverse=True)[:beam_width]\n"
+    "    return torch.tensor(beams[0][1]), beams[0][0]\n",
 ]
