@@ -14,6 +14,8 @@ import math
 import os
 import sys
 import types
+from decimal import Decimal
+from fractions import Fraction
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -649,8 +651,8 @@ def settle(result, depth=0):
     when the checker reads it: a generator's items listed (``list(topo_sort(root))``), a list or
     tuple of a class of the student's rebuilt as a plain one item by item (its ``__iter__`` is
     the student's code), a tensor subclass refused (its methods are), any other number (a float
-    subclass, a class with ``__float__``; not NumPy's own) made a plain one by its own
-    ``__index__``, ``__float__`` or ``__complex__``."""
+    subclass, a class with ``__float__``; not NumPy's, Fraction or Decimal) made a plain one by
+    its own ``__index__``, ``__float__`` or ``__complex__``."""
     if isinstance(result, types.GeneratorType) or (isinstance(result, (list, tuple))
                                                    and depth < 8):
         items = [settle(x, depth + 1) for x in result]
@@ -664,8 +666,8 @@ def settle(result, depth=0):
                            "is an attribute of yours, code that would run after the call: return "
                            "a plain torch.Tensor")
     kind = type(result)
-    if kind not in (int, float, complex, bool, torch.Tensor, torch.nn.Parameter) \
-            and not _plain_numpy(result):
+    if kind not in (int, float, complex, bool, torch.Tensor, torch.nn.Parameter, Fraction,
+                    Decimal) and not _plain_numpy(result):
         for protocol, plain in (("__index__", int), ("__float__", float),
                                 ("__complex__", complex)):
             if hasattr(kind, protocol):
