@@ -161,3 +161,52 @@ def test_a_right_answer_under_a_grad_mode_decorator_passes(label, decorator, cap
     copy of a function this exercise refuses'."""
     CHECKS[label](decorator()(_answer(label, None)))
     assert f"✅ {label}: passed" in capsys.readouterr().out
+
+
+def test_work_handed_to_a_thread_started_before_the_check_is_refused(capsys):
+    """Chapter 2's read, P2: the gate holds in the calling thread only, so a thread the solution
+    cell started before the check could do the refused work for the answer, which hands it over
+    and waits. A thread running the answer's code when the check starts is refused."""
+    source = ("import queue, threading, torch\n\n"
+              "_jobs, _done = queue.Queue(), queue.Queue()\n\n"
+              "def _serve():\n"
+              "    while (job := _jobs.get()) is not None:\n"
+              "        _done.put(job())\n\n"
+              "_server = threading.Thread(target=_serve, daemon=True)\n"
+              "_server.start()\n\n"
+              "def attention(q, k, v, mask=None):\n"
+              "    _jobs.put(lambda: torch.nn.functional.scaled_dot_product_attention(\n"
+              "        q, k, v, attn_mask=mask))\n"
+              "    return _done.get()\n")
+    answer = _answer("ch11-attention", source)
+    try:
+        with pytest.raises(ExerciseCheckFailed) as failure:
+            CHECKS["ch11-attention"](answer)
+    finally:
+        answer.__globals__["_jobs"].put(None)          # the thread ends
+        answer.__globals__["_server"].join(10)
+    assert "a thread it started before the check" in failure.value.message
+    assert "✅" not in capsys.readouterr().out
+    CHECKS["ch11-attention"](_answer("ch11-attention", None))    # once it has ended: passes
+    assert "✅ ch11-attention: passed" in capsys.readouterr().out
+
+
+def test_a_result_written_after_the_check_is_not_what_the_checker_reads(capsys):
+    """Chapter 2's read, P3: an answer returned zeros and hung a finalizer on the check's own rule
+    object, which filled in the float64 lstsq solution once the rule was freed, after its modes
+    had exited. The checker reads a copy made inside the rule."""
+    source = ("import weakref, torch\n"
+              "from mathref.checks import core\n\n"
+              "def solve_least_squares(X, y):\n"
+              "    w = torch.zeros(X.shape[1], dtype=X.dtype)\n"
+              "    b = torch.zeros((), dtype=X.dtype)\n"
+              "    def fill():\n"
+              "        Xt = torch.cat([X, torch.ones(len(X), 1, dtype=X.dtype)], 1)\n"
+              "        s = torch.linalg.lstsq(Xt.double(), y.double()[:, None]).solution[:, 0]\n"
+              "        w.copy_(s[:-1])\n"
+              "        b.copy_(s[-1])\n"
+              "    weakref.finalize(core.ACTIVE[0], fill)\n"
+              "    return w, b\n")
+    with pytest.raises(ExerciseCheckFailed):
+        CHECKS["ch02-least-squares"](_answer("ch02-least-squares", source))
+    assert "✅" not in capsys.readouterr().out

@@ -652,7 +652,7 @@ def settle(result, depth=0):
     tuple of a class of the student's rebuilt as a plain one item by item (its ``__iter__`` is
     the student's code), a tensor subclass refused (its methods are), any other number (a float
     subclass, a class with ``__float__``; not NumPy's, Fraction or Decimal) made a plain one by
-    its own ``__index__``, ``__float__`` or ``__complex__``."""
+    its own ``__index__``, ``__float__`` or ``__complex__``, a tensor copied."""
     if isinstance(result, types.GeneratorType) or (isinstance(result, (list, tuple))
                                                    and depth < 8):
         items = [settle(x, depth + 1) for x in result]
@@ -665,6 +665,11 @@ def settle(result, depth=0):
         raise CheckFailure(f"your answer returned a tensor whose {shadowed_methods(result)[0]} "
                            "is an attribute of yours, code that would run after the call: return "
                            "a plain torch.Tensor")
+    if isinstance(result, torch.Tensor) and not (result.is_leaf and result.requires_grad):
+        # a copy made now: code of the answer's that runs later (a weakref.finalize, a thread)
+        # can still write into the tensor it returned, not into what the checker reads (a leaf
+        # that requires grad stays itself: a copy would carry a graph it does not have)
+        return result.clone()
     kind = type(result)
     if kind not in (int, float, complex, bool, torch.Tensor, torch.nn.Parameter, Fraction,
                     Decimal) and not _plain_numpy(result):

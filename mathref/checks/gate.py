@@ -19,8 +19,12 @@ at what actually runs, whatever name reached it:
   are refused by their module (NumPy's, ``cmath``, and unless the exercise allows them
   ``decimal``'s and ``fractions``': in arbitrary precision finite differences meet a
   derivation's tolerance), as are thread and process starts (the
-  modes above hold in the calling thread only) and the answer setting or clearing the profile
+  modes above hold in the calling thread only; a thread of the answer's already running when
+  the check starts is refused too) and the answer setting or clearing the profile
   and trace hooks the gate stands on (a hook replaced unseen is found when the check ends).
+  Compiled TorchScript is refused (by the call TorchScript makes on entering it): its
+  operators would be judged one by one, and a composite such as
+  ``F.multi_head_attention_forward`` runs only elementary ones.
 * **"Without autograd" means no graph**: no tensor that requires grad may be made and grad mode
   may not be turned back on.
 
@@ -275,6 +279,13 @@ _ANSWER_STRINGS = ("<solution", "<setup", "<ipython-input", "<string>", "<stdin>
 _VERDICTS = {}      # a gate's configuration -> its verdicts on code and on C functions
 _ALLOWED_OPS = {}   # an exercise's own operators -> those with ELEMENTARY
 _THREAD_START = threading.Thread.start.__code__
+# TorchScript's C++ calls this on entering compiled code (a scripted or traced function, or a
+# ScriptModule's forward): its operations then reach the gate only as aten operators, which a
+# composite such as F.multi_head_attention_forward decomposes into elementary ones
+_IS_EXPORTING = getattr(getattr(torch, "compiler", None), "is_exporting", None)
+_IS_EXPORTING = getattr(_IS_EXPORTING, "__code__", None)
+_MODULE_CALLS = frozenset(f.__code__ for f in (torch.nn.Module._call_impl,
+                                               torch.nn.Module._wrapped_call_impl))
 
 
 def _from_answer(frame):
@@ -294,6 +305,31 @@ def _from_answer(frame):
             or (_TORCH and path.startswith(_TORCH))
             or (path.startswith("<") and not path.startswith(_ANSWER_STRINGS)))
     return known
+
+
+def _scripted(caller):
+    """Whether torch.compiler.is_exporting, called with ``caller`` the Python frame below it, was
+    called by TorchScript on entering compiled code the answer called: a ScriptFunction or
+    ScriptMethod called from the answer's own code (no Python frame between), or a ScriptModule
+    called through nn.Module's __call__. Torch's own Python callers of is_exporting are neither."""
+    if caller is None:
+        return False
+    if caller.f_code in _MODULE_CALLS:
+        return isinstance(caller.f_locals.get("self"), torch.jit.ScriptModule)
+    return _from_answer(caller)
+
+
+def answer_threads():
+    """The threads other than this one that run the answer's own code (started before the
+    check, in the solution cell): the gate's modes and hook hold in the calling thread only, so
+    work handed to such a thread during the check runs unseen."""
+    me = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        while ident != me and frame is not None:
+            if _from_answer(frame):
+                yield ident
+                break
+            frame = frame.f_back
 
 
 def _through(frame, name):
@@ -485,6 +521,9 @@ class Gate:
             if verdict is None and code.co_name in _INSPECT_FRAMES \
                     and code.co_filename == _INSPECT and _from_answer(frame.f_back):
                 self._profile_refuse(code.co_name, "inspect: the checker's frames")
+            if code is _IS_EXPORTING and _scripted(frame.f_back):
+                self._profile_refuse("compiled TorchScript", "torch.jit: this check sees its "
+                                     "operations only as the elementary ones they run")
             if verdict is not None and not _importing(frame):
                 self._profile_refuse(_through(frame, code.co_name), verdict)
         elif event == "c_call":
@@ -544,6 +583,9 @@ class Gate:
     # entering and leaving ----------------------------------------------------------------
     def __enter__(self):
         self.hits = []
+        if any(answer_threads()):     # recorded, not raised: the rule around the gate is set up
+            self.hits.append(self.message("a thread it started before the check", "threading: "
+                                          "work handed to it runs where this check does not see"))
         self._modes = [_FunctionGate(self), _DispatchGate(self)]
         for mode in self._modes:
             mode.__enter__()

@@ -5,6 +5,33 @@ must let through. tests/test_exercises_gate.py runs both; its summary counts per
 
 WRONG_ANSWERS = {}    # (this module adds no wrong answers to tests/test_exercises.py)
 
+_MHA_ARGS = ("        q, k, k, q.shape[-1], H, w_in, None, None, None, False, 0.0, w_o, None,\n"
+             "        training=False, key_padding_mask=kpm, need_weights=True,\n"
+             "        average_attn_weights=False)\n")
+_MHA_SOURCE = ("def _mha(q: torch.Tensor, k: torch.Tensor, w_in: torch.Tensor, w_o: torch.Tensor,\n"
+               "         H: int, kpm: torch.Tensor):\n"
+               "    return torch.nn.functional.multi_head_attention_forward(\n" + _MHA_ARGS)
+_MHA_MODULE_SOURCE = ("class _MHA(torch.nn.Module):\n"
+                      "    def forward(self, q: torch.Tensor, k: torch.Tensor, w_in: torch.Tensor,\n"
+                      "                w_o: torch.Tensor, H: int, kpm: torch.Tensor):\n"
+                      "        return torch.nn.functional.multi_head_attention_forward(\n"
+                      + _MHA_ARGS.replace("\n        ", "\n            "))
+_CROSS_ATTENTION_BY_MHA = (
+    "def cross_attention(y, memory, W_q, W_k, W_v, W_o, n_heads, src_allowed):\n"
+    "    out, w = _mha(y.transpose(0, 1), memory.transpose(0, 1),\n"
+    "                  torch.cat([W_q.T, W_k.T, W_v.T]), W_o.T, n_heads, ~src_allowed)\n"
+    "    return out.transpose(0, 1), w\n")
+
+
+def _as_cell(source, name):
+    """A solution cell's top level that defines ``source`` the way a notebook cell does, its text
+    kept in linecache (where TorchScript's compiler reads it)."""
+    return ("import linecache, torch\n\n"
+            f"_src = {source!r}\n"
+            f"linecache.cache[{name!r}] = (len(_src), None, _src.splitlines(True), {name!r})\n"
+            f"exec(compile(_src, {name!r}, 'exec'))\n")
+
+
 GATE_SHORTCUTS = {
     # 1. answers that are not Python functions: builtins, op packets, callable objects, classes
     "not a function": [
@@ -104,6 +131,18 @@ GATE_SHORTCUTS = {
                              "    return torch.ops.aten._scaled_dot_product_attention_math(\n"
                              "        query[None, None] / temperature * keys.shape[-1] ** 0.5,\n"
                              "        keys[None], values[None])[0][0]\n"),
+    ],
+    # compiled TorchScript (chapter 13's read, M1): F.multi_head_attention_forward decomposes
+    # into elementary operators, so its aten operators alone pass; @torch.jit.script works on a
+    # notebook cell's own function, whose source IPython keeps in linecache as these forms do
+    "TorchScript": [
+        ("ch13-cross-attention", "import torch\n\n"
+                                 f"_unit = torch.jit.CompilationUnit({_MHA_SOURCE!r})\n"
+                                 "_mha = _unit._mha\n\n" + _CROSS_ATTENTION_BY_MHA),
+        ("ch13-cross-attention", _as_cell(_MHA_SOURCE, "<cell 7>")
+         + "_mha = torch.jit.script(_mha)\n\n" + _CROSS_ATTENTION_BY_MHA),
+        ("ch13-cross-attention", _as_cell(_MHA_MODULE_SOURCE, "<cell 8>")
+         + "_mha = torch.jit.script(_MHA())\n\n" + _CROSS_ATTENTION_BY_MHA),
     ],
     # 3. threads: the modes hold in the calling thread only
     "threads": [
