@@ -927,10 +927,13 @@ def test_ch10_gradients_and_tables_of_answers_under_the_grader(tmp_path):
     mathref.grade.rpc.apply) and compared by the grader. M2: every input of ch10-bpe-encode
     was fixed, so a table of answers made offline passed whatever the secret seed; its random
     cases are now drawn from the grader's generator, and (the delta read's N1) kept only where
-    common wrong encoders differ from BPE, so a table plus greedy longest match fails too. The
-    right answers pass. One grading run."""
+    common wrong encoders differ from BPE, so a table plus greedy longest match fails too; and
+    (the eleventh read's M1) the fixed cases are renamed by the generator, so a table of the
+    notebook's answers plus a wrong encoder the checker does not list (each merge once, to its
+    first occurrence) fails on them. The right answers pass. One grading run."""
     from tests.notebooks import solution_cell
-    from tests.test_checks_ch10 import _bpe_table_and_greedy_answer, _bpe_table_answer
+    from tests.test_checks_ch10 import (_bpe_table_and_greedy_answer,
+                                        _bpe_table_and_once_answer, _bpe_table_answer)
     source = read(ROOT / "notebooks" / "10_tokenization.ipynb")
     hot, bpe = "ch10-one-hot-embedding", "ch10-bpe-encode"
     one_hot = ("def one_hot_lookup(ids, E):\n"
@@ -941,7 +944,8 @@ def test_ch10_gradients_and_tables_of_answers_under_the_grader(tmp_path):
         "detached": {hot: one_hot + "    return (one_hot @ E).detach().requires_grad_()\n"},
         "zerograd": {hot: one_hot + "    return one_hot @ E.detach() + 0 * E.sum()\n"},
         "table": {bpe: _bpe_table_answer()},
-        "tablegreedy": {bpe: _bpe_table_and_greedy_answer()}}
+        "tablegreedy": {bpe: _bpe_table_and_greedy_answer()},
+        "tableonce": {bpe: _bpe_table_and_once_answer()}}
     folder = tmp_path / "subs"
     folder.mkdir()
     for student, bodies in submissions.items():
@@ -951,9 +955,8 @@ def test_ch10_gradients_and_tables_of_answers_under_the_grader(tmp_path):
     assert rows["right"][hot] == "pass" and rows["right"][bpe] == "pass", run.stdout
     assert rows["detached"][hot] == "fail" and "no history" in report["detached"], run.stdout
     assert rows["zerograd"][hot] == "fail" and "one_hot(ids)ᵀ G" in report["zerograd"], run.stdout
-    for student in ("table", "tablegreedy"):
+    for student in ("table", "tablegreedy", "tableonce"):
         assert rows[student][bpe] == "fail", run.stdout
-        assert "random corpus" in report[student], report[student]
 
 
 def test_ch15_numpy_in_the_online_softmax_exercises_is_refused_by_the_grader(tmp_path):

@@ -422,44 +422,98 @@ def check_ch10_bpe_encode(bpe_encode):
     ``BPETokenizer(merges).encode`` (which the answer may not call, nor a copy of it, nor the
     encoder of a class from before a reload of mathref.tokenizers, nor reload the module while
     it runs); merges learned without pre-tokenization separate GPT2_SPLIT_PATTERN from
-    home-made splits. The random cases (a corpus, its merges and texts, drawn from the check's
-    generator until each of the common wrong encoders of _WRONG_BPE_ENCODERS is caught on one
-    of them) keep a table of answers to the fixed cases, with a wrong encoder for the rest,
-    from passing the grader. Not refused: code that runs while a module of the student's own
-    is imported inside the answer (the gate leaves import-time code alone)."""
+    home-made splits. Every input depends on the check's generator (the grader's secret
+    seed): the fixed cases' letters and digits are renamed by a permutation drawn from it
+    (_renaming: each case refuses the same wrong encoders as before, see there), so a table of
+    the answers seen in one run misses them in another and the wrong encoder behind it meets
+    them; the random cases (a corpus, its merges and texts, drawn until each common wrong
+    encoder of _WRONG_BPE_ENCODERS is caught on one of them) add texts no table holds. Not
+    refused: code that runs while a module of the student's own is imported inside the answer
+    (the gate leaves import-time code alone); a table written against this source that undoes
+    the renaming (matching a text to a fixed one letter by letter), with a wrong encoder for
+    the rest, is refused only by the drawn texts, which are sure to catch the encoders of
+    _WRONG_BPE_ENCODERS and not others."""
     with _refusing_stale_encoders():
         return _check_bpe_encode(bpe_encode)
 
 
+# ---- the fixed cases of ch10-bpe-encode, renamed: the same cases on every run could be answered
+# from a table; with their letters and digits renamed they cannot, and they test the same thing
+_KEPT_LETTERS = "dlmrstveDLMRSTVE"    # the letters of the contractions 's 'd 'm 't 'll 've 're,
+                                      # in both cases ("END'S" is not a contraction: case matters)
+
+
+def _renaming(gen):
+    """A renaming drawn from ``gen``, as a str.translate table of code points: the lowercase
+    ASCII letters permuted among themselves, the uppercase ones among themselves, except the
+    letters of GPT2_SPLIT_PATTERN's contractions in either case (_KEPT_LETTERS), which stay;
+    the digits among themselves. Every other character stays. GPT2_SPLIT_PATTERN cuts a renamed text where it
+    cut the original, and the renamed letters are one byte each, so BPE commutes with the
+    renaming: encoding the renamed text with the renamed merges gives the original ids with
+    their byte ids renamed (the merges' ids 256 + r stay). So does every wrong encoder that
+    treats letters alike (an order of merging, a split by character classes), which is why a
+    renamed case refuses what the original refused."""
+    groups = ("".join(c for c in "abcdefghijklmnopqrstuvwxyz" if c not in _KEPT_LETTERS),
+              "".join(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in _KEPT_LETTERS),
+              "0123456789")
+    table = {}
+    for group in groups:
+        for c, p in zip(group, torch.randperm(len(group), generator=gen).tolist()):
+            table[ord(c)] = ord(group[p])
+    return table
+
+
+def _fixed_bpe_cases(name):
+    """The fixed cases (merges, text, what, crossing), renamed by ``name`` (from _renaming);
+    ``crossing``: the merges cross GPT2_SPLIT_PATTERN's chunks."""
+    def text(s):
+        return s.translate(name)
+
+    def renamed(merges):
+        return [tuple(name.get(i, i) for i in m) for m in merges]
+
+    toy = renamed(tokenizers.BPETokenizer.train(_BPE_CORPUS, 256 + 40).merges)
+    crossing = renamed(tokenizers.BPETokenizer.train(_PRETOKENIZATION_CORPUS, 256 + 80,
+                                                     pattern=None).merges)
+    # a merge list where rank order and position order disagree: (b, c) before (a, b)
+    crafted = renamed([(98, 99), (97, 98), (256, 100), (97, 258)])
+    greedy = renamed([(98, 99), (256, 100), (97, 98)])
+    a, b, abcd = text("a"), text("b"), text("abcd")
+    cases = [(toy, text(" lowest"), "with merges learned from a toy corpus (letters renamed)"),
+             (toy, text("the newest kings"), "with the toy corpus's merges: merges never cross "
+              "words"),
+             (toy, text("aaaaaaa"), f"a run of seven {a}'s (overlapping pairs)"),
+             (toy, text("naïve café, 東京 🙂"), "non-ASCII text (multi-byte characters)"),
+             (toy, "", "the empty string"),
+             (crafted, abcd, f"with merges {_describe_merges(crafted)}"),
+             (crafted, text("abab abcd"), "with the same merges"),
+             # the longest known piece from the left ('ab') is not what the merges make
+             (greedy, abcd, f"with merges {_describe_merges(greedy)}: the earliest merge "
+              f"{_describe_merges(greedy[:1])[1:-1]} comes first, so {text('ab')!r} is never "
+              f"formed (taking the longest known piece from the left, {text('ab')!r}, is not "
+              f"BPE)"),
+             ([], text("hello"), "an empty merge list (bytes only)"),
+             (renamed([(97, 32), (32, 98)]), f"{a} {b}", f"with merges [({a}, ␣), (␣, {b})]: "
+              f"({a}, ␣) would cross the chunks {a!r} | ' {b}'")]
+    cases = [(m, t, f"{t!r} {what}" if what.startswith("with") else what, False)
+             for m, t, what in cases]
+    cases += [(crossing, text(t), f"{text(t)!r} with merges that cross chunk boundaries", True)
+              for t in _PRETOKENIZATION_TEXTS]
+    return cases
+
+
 def _check_bpe_encode(bpe_encode):
     expect_callable(bpe_encode, "bpe_encode(text, merges)")
-    tok = tokenizers.BPETokenizer.train(_BPE_CORPUS, 256 + 40)
-    crossing = tokenizers.BPETokenizer.train(_PRETOKENIZATION_CORPUS, 256 + 80, pattern=None)
-    # a merge list where rank order and position order disagree: (b, c) before (a, b)
-    crafted = [(98, 99), (97, 98), (256, 100), (97, 258)]
-    greedy = [(98, 99), (256, 100), (97, 98)]
-    cases = [(tok.merges, " lowest", "' lowest' with merges learned from a toy corpus"),
-             (tok.merges, "the newest kings", "'the newest kings': merges never cross words"),
-             (tok.merges, "aaaaaaa", "a run of seven a's (overlapping pairs)"),
-             (tok.merges, "naïve café, 東京 🙂", "non-ASCII text (multi-byte characters)"),
-             (tok.merges, "", "the empty string"),
-             (crafted, "abcd", f"'abcd' with merges {_describe_merges(crafted)}"),
-             (crafted, "abab abcd", "'abab abcd' with the same merges"),
-             # the longest known piece from the left ('ab') is not what the merges make
-             (greedy, "abcd", f"'abcd' with merges {_describe_merges(greedy)}: the earliest "
-              f"merge (b,c) comes first, so 'ab' is never formed (taking the longest known "
-              f"piece from the left, 'ab', is not BPE)"),
-             ([], "hello", "an empty merge list (bytes only)"),
-             ([(97, 32), (32, 98)], "a b", "'a b' with merges [(a, ␣), (␣, b)]: (a, ␣) would "
-              "cross the chunks 'a' | ' b'")]
-    cases += [(crossing.merges, text, f"{text!r} with merges that cross chunk boundaries")
-              for text in _PRETOKENIZATION_TEXTS]
     # the random cases: a corpus, the merges learned from it and the texts, all drawn from
     # the generator (the grader's secretly seeded one), so that no table of answers made in
-    # advance covers them (the fixed cases above are the same on every run); the texts are
-    # drawn until each common wrong encoder has given other ids on one of them
-    cases += _drawn_bpe_cases(rng(2))
-    for merges, text, what in cases:
+    # advance covers them; the texts are drawn until each common wrong encoder has given
+    # other ids on one of them
+    drawn = [(merges, text, what, False) for merges, text, what in _drawn_bpe_cases(rng(2))]
+    # the fixed cases, with their letters and digits renamed by a permutation drawn from the
+    # same generator: a table of the answers seen in one run misses them in another, and
+    # they still refuse what they were written to refuse (see _renaming)
+    cases = _fixed_bpe_cases(_renaming(rng(3))) + drawn
+    for merges, text, what, crossing in cases:
         # the answer first: an expected value computed before the call could be read from
         # this frame by the answer (sys._getframe(1).f_locals)
         module, cls = sys.modules.get("mathref.tokenizers"), tokenizers.BPETokenizer
@@ -474,7 +528,7 @@ def _check_bpe_encode(bpe_encode):
         except TypeError:
             raise CheckFailure(f"{what}: expected a list of ids, got {type(got).__name__}") from None
         chunks = re.findall(tokenizers.GPT2_SPLIT_PATTERN, text)
-        hint = (f" (chunks {chunks})" if merges is not crossing.merges else
+        hint = (f" (chunks {chunks})" if not crossing else
                 f": GPT2_SPLIT_PATTERN cuts it into {chunks}; a home-made split cuts "
                 f"contractions, digits, spaces or punctuation elsewhere, and these merges then "
                 f"give other ids (use re.findall(GPT2_SPLIT_PATTERN, text))")

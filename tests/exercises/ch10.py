@@ -210,6 +210,50 @@ def one_hot_double_one_side(ids, E):
     return F.one_hot(ids, E.shape[0]).double() @ E
 
 
+def _merge_first_occurrence(ids, pair, new_id):
+    for i in range(len(ids) - 1):
+        if (ids[i], ids[i + 1]) == pair:
+            return ids[:i] + [new_id] + ids[i + 2:]
+    return ids
+
+
+def bpe_once_per_merge(text, merges):
+    # every merge in training order, but each applied once, to its first occurrence only
+    out = []
+    for ids in _chunks(text):
+        for r, m in enumerate(merges):
+            ids = _merge_first_occurrence(ids, tuple(m), 256 + r)
+        out += ids
+    return out
+
+
+def _merge_from_the_right(ids, pair, new_id):
+    out, i = [], len(ids) - 1
+    while i >= 0:
+        if i >= 1 and (ids[i - 1], ids[i]) == pair:
+            out.append(new_id)
+            i -= 2
+        else:
+            out.append(ids[i])
+            i -= 1
+    return out[::-1]
+
+
+def bpe_right_to_left(text, merges):
+    # the earliest-learned merge first, but its occurrences replaced from the right
+    ranks = {tuple(m): r for r, m in enumerate(merges)}
+    out = []
+    for ids in _chunks(text):
+        while True:
+            pairs = [p for p in zip(ids, ids[1:]) if p in ranks]
+            if not pairs:
+                break
+            best = min(pairs, key=ranks.get)
+            ids = _merge_from_the_right(ids, best, 256 + ranks[best])
+        out += ids
+    return out
+
+
 def bpe_greedy_longest(text, merges):
     # the longest known piece from the left (a WordPiece-style match), read off the merges'
     # token bytes: not BPE when an early merge sits inside a later, longer-matching piece
@@ -297,7 +341,7 @@ WRONG_ANSWERS = {
                         bpe_split_on_spaces, bpe_split_no_lookahead, bpe_split_no_contractions,
                         bpe_split_letters_with_digits, bpe_split_single_punctuation,
                         bpe_split_no_underscore, bpe_split_digits_without_space,
-                        bpe_greedy_longest],
+                        bpe_greedy_longest, bpe_once_per_merge, bpe_right_to_left],
 }
 
 
