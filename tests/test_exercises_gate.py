@@ -185,7 +185,7 @@ def test_work_handed_to_a_thread_started_before_the_check_is_refused(capsys):
     finally:
         answer.__globals__["_jobs"].put(None)          # the thread ends
         answer.__globals__["_server"].join(10)
-    assert "a thread it started before the check" in failure.value.message
+    assert "a thread started from the notebook's code is still running" in failure.value.message
     assert "✅" not in capsys.readouterr().out
     CHECKS["ch11-attention"](_answer("ch11-attention", None))    # once it has ended: passes
     assert "✅ ch11-attention: passed" in capsys.readouterr().out

@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import types
+from collections.abc import Iterator
 from decimal import Decimal
 from fractions import Fraction
 
@@ -646,15 +647,22 @@ def shadowed_methods(t):
     return sorted(name for name in vars(t) if hasattr(torch.Tensor, name))
 
 
+def _students_method(kind, name):
+    """Whether the class ``kind``'s method ``name`` is Python code of the answer's."""
+    code = getattr(getattr(kind, name, None), "__code__", None)
+    return code is not None and gate.answer_code(code)
+
+
 def settle(result, depth=0):
     """The answer's result with the answer's own code run now, under the call's rules, not later
-    when the checker reads it: a generator's items listed (``list(topo_sort(root))``), a list or
+    when the checker reads it: an iterator's items listed (a generator, ``map``: ``list(
+    topo_sort(root))``), and an object whose ``__iter__`` is the student's; a list or
     tuple of a class of the student's rebuilt as a plain one item by item (its ``__iter__`` is
     the student's code), a tensor subclass refused (its methods are), any other number (a float
     subclass, a class with ``__float__``; not NumPy's, Fraction or Decimal) made a plain one by
     its own ``__index__``, ``__float__`` or ``__complex__``, a tensor copied."""
-    if isinstance(result, types.GeneratorType) or (isinstance(result, (list, tuple))
-                                                   and depth < 8):
+    if depth < 8 and (isinstance(result, (list, tuple, Iterator))
+                      or _students_method(type(result), "__iter__")):
         items = [settle(x, depth + 1) for x in result]
         return tuple(items) if isinstance(result, tuple) else items
     if isinstance(result, torch.Tensor) and type(result) not in (torch.Tensor, torch.nn.Parameter):

@@ -139,7 +139,7 @@ class _FunctionGate(TorchFunctionMode):
             gate.refuse(f"torch {name}", _where(func))
         out = func(*args, **(kwargs or {}))
         if gate.no_autograd:
-            gate.check_no_graph(name, out)
+            gate.check_no_graph(name, out, (*args, *(kwargs or {}).values()))
         return out
 
 
@@ -291,9 +291,11 @@ _MODULE_CALLS = frozenset(f.__code__ for f in (torch.nn.Module._call_impl,
 def _from_answer(frame):
     """Whether ``frame`` is the answer's own code (not PyTorch's, the library's or the
     standard library's)."""
-    if frame is None:
-        return False
-    code = frame.f_code
+    return frame is not None and answer_code(frame.f_code)
+
+
+def answer_code(code):
+    """Whether the code object ``code`` is the answer's own (see _from_answer)."""
     known = _ANSWER_CODE.get(code)
     if known is None:
         path = code.co_filename
@@ -465,11 +467,14 @@ class Gate:
         self.hits.append(message)
         raise Refused(message)
 
-    def check_no_graph(self, name, out):
+    def check_no_graph(self, name, out, inputs=()):
+        """``inputs``: the call's arguments; one of them handed back as it is (x.double() on a
+        float64 x, x.contiguous()) builds no graph, whether or not it requires grad."""
         if torch.is_grad_enabled() or not torch.is_inference_mode_enabled():
             self.refuse("autograd (grad mode turned back on)", f"the call {name}")
         outs = out if isinstance(out, (tuple, list)) else (out,)
-        if any(isinstance(t, torch.Tensor) and t.requires_grad for t in outs):
+        if any(isinstance(t, torch.Tensor) and t.requires_grad
+               and not any(t is x for x in inputs) for t in outs):
             self.refuse("autograd (a tensor that requires grad)", f"the call {name}")
 
     # the profile hook --------------------------------------------------------------------
@@ -584,8 +589,11 @@ class Gate:
     def __enter__(self):
         self.hits = []
         if any(answer_threads()):     # recorded, not raised: the rule around the gate is set up
-            self.hits.append(self.message("a thread it started before the check", "threading: "
-                                          "work handed to it runs where this check does not see"))
+            self.hits.append(
+                f"a thread started from the notebook's code is still running, and {self.label}'s "
+                "check sees only what runs in its own thread: work handed to another thread "
+                "would run unseen. End that thread (or restart the kernel) and run the check "
+                "again")
         self._modes = [_FunctionGate(self), _DispatchGate(self)]
         for mode in self._modes:
             mode.__enter__()

@@ -413,6 +413,19 @@ RIGHT_ANSWERS["ch04-silu-backward"].append(
     "import torch\n\n"
     "def silu_backward(x, grad_y):\n"
     "    return grad_y * (torch.special.expit(x) * (1 + x * torch.special.expit(-x)))\n")
+# the input converted first (chapter 4's read, M1): x.double(), x.contiguous() and
+# torch.as_tensor hand back the saved x itself, which requires grad, and were refused as autograd
+RIGHT_ANSWERS["ch04-silu-backward"] += [
+    "import torch\n\n"
+    "def silu_backward(x, grad_y):\n"
+    "    x = x.double()\n"
+    "    s = torch.sigmoid(x)\n"
+    "    return grad_y * (s + x * s * (1 - s))\n",
+    "import torch\n\n"
+    "def silu_backward(x, grad_y):\n"
+    "    x = torch.as_tensor(x, dtype=torch.float64).contiguous()\n"
+    "    s = torch.sigmoid(x)\n"
+    "    return grad_y * (s + x * s * (1 - s))\n"]
 RIGHT_ANSWERS["ch04-linear-tanh-vjp"] += [
     "import torch\n"
     "import torch.nn.functional as F\n\n"

@@ -94,6 +94,27 @@ GATE_SHORTCUTS = {
                            "        return float(torch.logsumexp(self.x, 0))\n\n"
                            "def stable_logsumexp(x):\n"
                            "    return Later(x)\n"),
+        # iterables that are not generators (chapter 1's read, M1): a map, an object whose
+        # __iter__ runs what the exercise refuses
+        ("ch01-gradient-descent-loop", "from mathref.calculus import gradient_descent\n\n"
+                                       "def gradient_descent_1d(df, x0, lr, steps):\n"
+                                       "    return map(lambda k: float(gradient_descent(\n"
+                                       "        df, x0, lr, steps)[k]), range(steps + 1))\n"),
+        ("ch01-gradient-descent-loop", "import torch\n\n"
+                                       "class Path:\n"
+                                       "    def __init__(self, *args):\n"
+                                       "        self.args = args\n"
+                                       "    def __iter__(self):\n"
+                                       "        df, x0, lr, steps = self.args\n"
+                                       "        x = torch.tensor(float(x0), requires_grad=True)\n"
+                                       "        opt = torch.optim.SGD([x], lr=lr)\n"
+                                       "        yield x0\n"
+                                       "        for _ in range(steps):\n"
+                                       "            x.grad = torch.tensor(float(df(x.item())))\n"
+                                       "            opt.step()\n"
+                                       "            yield x.item()\n\n"
+                                       "def gradient_descent_1d(df, x0, lr, steps):\n"
+                                       "    return Path(df, x0, lr, steps)\n"),
         ("ch04-topological-order", "def topo_sort(root):\n"
                                    "    from mathref.autograd import topological_order\n"
                                    "    yield from topological_order(root)\n"),
