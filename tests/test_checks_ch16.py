@@ -89,3 +89,18 @@ def test_right_train_steps_with_backward_pass():
         scope = {"torch": torch, "F": F}
         exec(source, scope)
         checks.check_ch16_train_step(scope["train_step"])
+
+
+def test_an_undecayed_embedding_is_named():
+    # seventh read, L2: the hint said "decay only the matrices", and the embedding is a matrix
+    message = _message(checks.check_ch16_train_step, answers.train_step_embedding_undecayed)
+    assert "the embedding was not decayed" in message and "the embedding and the head" in message
+    assert "decay only the matrices" not in message
+    assert "the gain (1-D: not decayed) was decayed" in _message(
+        checks.check_ch16_train_step, answers.train_step_decays_gains)
+
+
+def test_kingmas_efficient_adam_form_is_named():
+    # seventh read, L3: ε added to the uncorrected √v was refused with no cause
+    message = _message(checks.check_ch16_adamw, answers.adamw_kingma_efficient)
+    assert "ε is added to √v̂, the corrected v" in message and "ε/√(1 − β₂ᵗ)" in message

@@ -610,7 +610,7 @@ def check_ch16_adamw(adamw_update, *, generator=None):
 
 
 def _adamw_variant(p, m, v, g, t, lr, betas, eps, wd, l2=False, correct=True, decay_lr=True,
-                   eps_inside=False, decay_after=False):
+                   eps_inside=False, decay_after=False, eps_uncorrected=False):
     if l2:
         g = g + wd * p
     elif not decay_after:
@@ -619,6 +619,8 @@ def _adamw_variant(p, m, v, g, t, lr, betas, eps, wd, l2=False, correct=True, de
     v = betas[1] * v + (1 - betas[1]) * g * g
     m_hat, v_hat = (m / (1 - betas[0] ** t), v / (1 - betas[1] ** t)) if correct else (m, v)
     denominator = (v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps
+    if eps_uncorrected:
+        denominator = v_hat.sqrt() + eps / math.sqrt(1 - betas[1] ** t)
     p = p - lr * m_hat / denominator
     if decay_after:
         p = p * (1 - lr * wd)
@@ -636,6 +638,10 @@ def _adamw_mistakes(p, m, v, g, t, lr, betas, eps, wd):
              "multiplied by the learning rate"),
             (_adamw_variant(*args, eps_inside=True), "ε is added after the square root: "
              "m̂/(√v̂ + ε), not m̂/√(v̂ + ε)"),
+            (_adamw_variant(*args, eps_uncorrected=True), "ε is added to √v̂, the corrected "
+             "v: the form α = η·√(1 − β₂ᵗ)/(1 − β₁ᵗ), θ −= α·m/(√v + ε) (Kingma and Ba's "
+             "§2) adds it to the uncorrected √v, which is ε/√(1 − β₂ᵗ) in place of ε in "
+             "m̂/(√v̂ + ε)"),
             (_adamw_variant(*args, decay_after=True), "decay the parameters before the Adam "
              "step, θ ← (1 − ηλ)θ − η·m̂/(√v̂ + ε) with the θ of before the step, not after it")]
 
@@ -1104,9 +1110,18 @@ def check_ch16_train_step(train_step, *, generator=None):
                        diagnose=lambda out: _diagnosis(out, m_mistakes))
                 _close(got_v[i], want["v"][i], f"{case}: v of {name}",
                        diagnose=lambda out: _diagnosis(out, v_mistakes))
+                # with the decay left out (or put in) the new weight differs by exactly ηλθ
+                shift = lr * weight_decay * weights[step][i]
+                p_mistakes = (((want["params"][i] + shift, f"{name} was not decayed: decay every "
+                                "2-D weight by cfg.weight_decay, the embedding and the head "
+                                "included (minGPT exempts nn.Embedding; this course does not)"),)
+                              if weights[step][i].dim() >= 2 else
+                              ((want["params"][i] - shift, f"{name} was decayed: 1-D weights "
+                                "get weight_decay 0"),))
                 _close(got_p[i], want["params"][i], f"{case}: {name}", tol=1e-12,
-                       diagnose=lambda out: (
+                       diagnose=lambda out: _diagnosis(out, p_mistakes) or (
                            " (the rate of step s is warmup_cosine_lr(s, …) and AdamW's t is "
                            "s + 1; clip the gradients by their global norm before the update; "
-                           "decay only the matrices)"))
+                           "decay every 2-D weight, the embedding included, and not the 1-D "
+                           "gains)"))
     return "loss, gradients, global-norm clip, scheduled AdamW: six steps equal to mathref's"

@@ -870,3 +870,28 @@ RIGHT_ANSWERS["ch16-adamw"].append(
     "                               eps)\n"
     "    torch._foreach_addcdiv_([p], [m], denom, -lr / (1 - betas[0] ** t))\n"
     "    return p, m, v\n")
+
+
+# ---- found by the seventh read of chapter 16 (2026-11-30) -----------------------------------
+def adamw_kingma_efficient(p, g, m, v, t, lr, betas, eps, weight_decay):   # L3
+    # Kingma and Ba's §2 rewrite: the step size carries the corrections, ε meets the raw √v
+    p = p * (1 - lr * weight_decay)
+    m = betas[0] * m + (1 - betas[0]) * g
+    v = betas[1] * v + (1 - betas[1]) * g * g
+    alpha = lr * math.sqrt(1 - betas[1] ** t) / (1 - betas[0] ** t)
+    return p - alpha * m / (v.sqrt() + eps), m, v
+
+
+def train_step_embedding_undecayed(logits_fn, params, x, y, m, v, step, cfg, parts):   # L2
+    # minGPT's configure_optimizers exempts nn.Embedding: here the first weight, the table
+    lr = parts["schedule"](step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
+    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())
+    grads, _ = parts["clip"](list(torch.autograd.grad(loss, params)), cfg.grad_clip)
+    out = [parts["adamw"](p.detach(), g, a, b, step + 1, lr, cfg.betas, 1e-8,
+                          cfg.weight_decay if p.dim() >= 2 and i > 0 else 0.0)
+           for i, (p, g, a, b) in enumerate(zip(params, grads, m, v))]
+    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()
+
+
+WRONG_ANSWERS["ch16-adamw"].append(adamw_kingma_efficient)
+WRONG_ANSWERS["ch16-train-step"].append(train_step_embedding_undecayed)
