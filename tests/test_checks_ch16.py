@@ -104,3 +104,12 @@ def test_kingmas_efficient_adam_form_is_named():
     # seventh read, L3: ε added to the uncorrected √v was refused with no cause
     message = _message(checks.check_ch16_adamw, answers.adamw_kingma_efficient)
     assert "ε is added to √v̂, the corrected v" in message and "ε/√(1 − β₂ᵗ)" in message
+
+
+def test_the_train_step_check_holds_no_later_result_while_the_answer_runs():
+    # the delta read's N2: a traceback's frame reached mathref's six results (notebook only;
+    # the grader refuses __traceback__ before the code runs)
+    message = _message(checks.check_ch16_train_step, answers.train_step_reads_the_checkers_frames)
+    assert "not in any frame" in message
+    message = _message(checks.check_ch16_train_step, answers.train_step_advances_the_checker)
+    assert "reference_steps" in message and "checkers' own module" in message

@@ -975,10 +975,15 @@ def _steps_where_run(train_step, logits_fn, weights, batches, moments, cfg, part
     the payoff's loop passes the same nn.Parameters to every step. Before step s the leaves
     take mathref's weights ``weights[s]`` (copied into them, so whatever an earlier step left
     in their ``.grad`` is still there). Returns, for each step, what train_step returned (its
-    tensors copied) and the leaves' ``.grad`` after it (None where empty)."""
-    leaves = [w.detach().clone().requires_grad_(True) for w in weights[0]]
+    tensors copied) and the leaves' ``.grad`` after it (None where empty). In the notebook,
+    ``weights`` is instead an iterator of ``(weights[s], batch, moments)`` that computes mathref's
+    step s only after the answer's step s has returned (``batches`` and ``moments`` None)."""
+    inputs = weights if batches is None else zip(weights, batches, moments)
+    leaves = None
     results, left = [], []
-    for step, (start, (x, y), (m, v)) in enumerate(zip(weights, batches, moments)):
+    for step, (start, (x, y), (m, v)) in enumerate(inputs):
+        if leaves is None:
+            leaves = [w.detach().clone().requires_grad_(True) for w in start]
         with torch.no_grad():
             for leaf, w in zip(leaves, start):
                 leaf.copy_(w)
@@ -1014,37 +1019,49 @@ def check_ch16_train_step(train_step, *, generator=None):
         opt = AdamW([{"params": [p for p in ref if p.dim() >= 2], "weight_decay": weight_decay},
                      {"params": [p for p in ref if p.dim() < 2], "weight_decay": 0.0}],
                     lr=cfg.lr, betas=cfg.betas, eps=1e-8)
-        # mathref's six steps first: what each step starts from and what it gives
         m = [torch.zeros_like(p) for p in ref]
         v = [torch.zeros_like(p) for p in ref]
         weights, batches, moments, steps = [], [], [], []
-        for step in range(cfg.max_steps):
-            x = torch.randint(V, (B, T), generator=g)
-            y = torch.randint(V, (B, T), generator=g)
-            weights.append([p.detach().clone() for p in ref])
-            batches.append((x, y))
-            moments.append((m, v))
-            lr = warmup_cosine(step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
-            for group in opt.param_groups:
-                group["lr"] = lr
-            loss = F.cross_entropy(_tiny_logits(ref, x).flatten(0, 1), y.flatten())
-            raw = torch.autograd.grad(loss, ref)
-            for p, gr in zip(ref, raw):
-                p.grad = gr.clone()             # clipped in place below; raw stays unclipped
-            norm = float(clip_grad_norm_(ref, max_norm))
-            opt.step()
-            m = [opt.state[p]["exp_avg"].clone() for p in ref]
-            v = [opt.state[p]["exp_avg_sq"].clone() for p in ref]
-            steps.append(dict(lr=lr, loss=loss.detach(), raw=raw, norm=norm, m=m, v=v,
-                              clipped=[p.grad.clone() for p in ref],
-                              params=[p.detach().clone() for p in ref]))
+
+        def reference_steps():
+            """mathref's six steps: yields what step s starts from, then computes what it
+            gives. In the notebook the answer's step s runs between the two, so no frame above
+            it holds the weights and moments it should return (the delta read's N2: an answer
+            read them through a traceback); resuming this generator from the answer is refused
+            by the gate, as the checkers' own code."""
+            nonlocal m, v
+            for step in range(cfg.max_steps):
+                x = torch.randint(V, (B, T), generator=g)
+                y = torch.randint(V, (B, T), generator=g)
+                weights.append([p.detach().clone() for p in ref])
+                batches.append((x, y))
+                moments.append((m, v))
+                yield weights[-1], batches[-1], moments[-1]
+                lr = warmup_cosine(step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
+                for group in opt.param_groups:
+                    group["lr"] = lr
+                loss = F.cross_entropy(_tiny_logits(ref, x).flatten(0, 1), y.flatten())
+                raw = torch.autograd.grad(loss, ref)
+                for p, gr in zip(ref, raw):
+                    p.grad = gr.clone()             # clipped in place below; raw stays unclipped
+                norm = float(clip_grad_norm_(ref, max_norm))
+                opt.step()
+                m = [opt.state[p]["exp_avg"].clone() for p in ref]
+                v = [opt.state[p]["exp_avg_sq"].clone() for p in ref]
+                steps.append(dict(lr=lr, loss=loss.detach(), raw=raw, norm=norm, m=m, v=v,
+                                  clipped=[p.grad.clone() for p in ref],
+                                  params=[p.detach().clone() for p in ref]))
+
         # the learner's six steps, on one list of leaves (in the student's process under the
-        # grader: .grad never crosses its channel)
-        args = (_tiny_logits, weights, batches, moments, cfg, dict(TRAIN_PARTS))
+        # grader: .grad never crosses its channel, and mathref's six steps are computed first)
         if apply is not None:
-            ran = apply(_steps_where_run, *args)
+            for _ in reference_steps():
+                pass
+            ran = apply(_steps_where_run, _tiny_logits, weights, batches, moments, cfg,
+                        dict(TRAIN_PARTS))
         else:
-            ran = _steps_where_run(train_step, *args)
+            ran = _steps_where_run(train_step, _tiny_logits, reference_steps(), None, None, cfg,
+                                   dict(TRAIN_PARTS))
         expect(isinstance(ran, (tuple, list)) and len(ran) == 2,
                "internal: the steps' results did not come back from your process")
         results, left = ran

@@ -895,3 +895,37 @@ def train_step_embedding_undecayed(logits_fn, params, x, y, m, v, step, cfg, par
 
 WRONG_ANSWERS["ch16-adamw"].append(adamw_kingma_efficient)
 WRONG_ANSWERS["ch16-train-step"].append(train_step_embedding_undecayed)
+
+
+def _checker_frame_with(name):
+    try:
+        raise ValueError
+    except ValueError as error:     # a traceback's frame: no call the gate sees
+        frame = error.__traceback__.tb_frame
+    while frame is not None and name not in frame.f_locals:
+        frame = frame.f_back
+    return None if frame is None else frame.f_locals[name]
+
+
+def train_step_reads_the_checkers_frames(logits_fn, params, x, y, m, v, step, cfg, parts):
+    # the delta read's N2: mathref's results of all six steps sat in the checker's frame before
+    # the answer ran; now step s's are computed after it returns
+    steps = _checker_frame_with("steps")
+    if steps is None or len(steps) <= step:
+        raise LookupError("mathref's result of this step is not in any frame")
+    want = steps[step]
+    return ([t.clone() for t in want["params"]], [t.clone() for t in want["m"]],
+            [t.clone() for t in want["v"]], want["loss"])
+
+
+def train_step_advances_the_checker(logits_fn, params, x, y, m, v, step, cfg, parts):
+    # resumes the checker's generator of mathref's steps: the next start is this step's result
+    inputs = _checker_frame_with("inputs")
+    start, _, (m_next, v_next) = next(inputs)
+    return ([t.clone() for t in start], [t.clone() for t in m_next],
+            [t.clone() for t in v_next], F.cross_entropy(logits_fn(params, x).flatten(0, 1),
+                                                         y.flatten()).detach())
+
+
+WRONG_ANSWERS["ch16-train-step"] += [train_step_reads_the_checkers_frames,
+                                     train_step_advances_the_checker]
