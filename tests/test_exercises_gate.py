@@ -210,3 +210,13 @@ def test_a_result_written_after_the_check_is_not_what_the_checker_reads(capsys):
     with pytest.raises(ExerciseCheckFailed):
         CHECKS["ch02-least-squares"](_answer("ch02-least-squares", source))
     assert "✅" not in capsys.readouterr().out
+
+
+def test_a_mode_switch_written_as_a_context_manager_is_refused_by_name(capsys):
+    # chapter 16's seventh read, L6: torch's _disable_current_modes is a @contextmanager, so its
+    # body runs from contextlib's __enter__; the gate now looks past contextlib for the caller
+    source = next(source for label, source in GATE_SHORTCUTS["mode switches"]
+                  if label == "ch16-adamw")
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch16-adamw"](_answer("ch16-adamw", source))
+    assert "your solution ran _disable_current_modes" in failure.value.message

@@ -32,6 +32,7 @@ A refusal is recorded as well as raised, so an answer that catches it still fail
 runs in the student's own process, so under the grader it is advisory: the grader adds a
 trusted-side check.
 """
+import contextlib
 import os
 import re
 import sys
@@ -206,7 +207,11 @@ _STDLIB_PRECISION = {"decimal.py": "decimal", "_pydecimal.py": "decimal", "fract
 # C modules whose functions are refused when called from Python during a check
 _C_REFUSED = ("numpy", "scipy", "cmath", "_posixsubprocess", "mpmath", "sympy", "gmpy2",
               "tokenizers", "transformers", "networkx", "torch._C._functorch")
-# PyTorch's switches for the modes this gate relies on: refused when the answer calls them
+# PyTorch's switches for the modes this gate relies on: refused when the answer calls them (a
+# @contextmanager's body by the caller of contextlib's __enter__). torch._C's guard classes
+# (DisableTorchFunction, _DisableTorchDispatch) are entered with no call the profile hook sees:
+# a notebook-only hole (a check of the state they leave refused honest answers and was reverted
+# in f2ec5fd); the grader refuses any ._C in a solution before it runs
 _MODE_SWITCHES = frozenset(("handle_torch_function", "_pop_mode", "_pop_mode_temporarily",
                   "_pop_torch_function_stack", "_set_torch_function_mode",
                   "_pop_torch_dispatch_stack", "_set_dispatch_mode", "_unset_dispatch_mode",
@@ -332,6 +337,19 @@ def answer_threads():
                 yield ident
                 break
             frame = frame.f_back
+
+
+_CONTEXTLIB = os.path.abspath(contextlib.__file__)
+
+
+def _caller(frame):
+    """The frame that called ``frame``'s function, contextlib's frames skipped: the body of a
+    ``@contextmanager`` (torch's ``_disable_current_modes``) runs from contextlib's
+    ``__enter__``, not from the ``with`` that the answer wrote (chapter 16's seventh read, L6)."""
+    caller = frame.f_back
+    while caller is not None and caller.f_code.co_filename == _CONTEXTLIB:
+        caller = caller.f_back
+    return caller
 
 
 def _through(frame, name):
@@ -514,7 +532,7 @@ class Gate:
                 verdict = self._verdicts[code] = self._code_verdict(code)
             if verdict is not None and (code in self.trusted or self._called_by_checker(frame)):
                 return
-            if verdict is None and code.co_name in _MODE_SWITCHES and _from_answer(frame.f_back):
+            if verdict is None and code.co_name in _MODE_SWITCHES and _from_answer(_caller(frame)):
                 self._profile_refuse(code.co_name, "torch.overrides: it switches off the checks")
             if verdict is None and code.co_name == "__array__" and code.co_filename == _TENSOR_PY \
                     and "numpy" not in self.modules and _from_answer(frame.f_back):

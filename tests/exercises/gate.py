@@ -204,6 +204,18 @@ GATE_SHORTCUTS = {
                           "def rms_norm_rows(x, gamma, eps=1e-5):\n"
                           "    with _disable_current_modes():\n"
                           "        return torch.rms_norm(x, (x.shape[-1],), gamma, eps)\n"),
+        # both modes off, PyTorch's fused AdamW (chapter 16's seventh read, L6: the switch is a
+        # @contextmanager, entered from contextlib's frame, and was not refused)
+        ("ch16-adamw", "import torch\nfrom torch.utils._python_dispatch import "
+                       "_disable_current_modes\n\n"
+                       "def adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay):\n"
+                       "    p, m, v = p.clone(), m.clone(), v.clone()\n"
+                       "    with _disable_current_modes(), torch._C.DisableTorchFunction():\n"
+                       "        torch._fused_adamw_([p], [g], [m], [v], [], [torch.tensor(float(t))],\n"
+                       "                            lr=lr, beta1=betas[0], beta2=betas[1],\n"
+                       "                            weight_decay=weight_decay, eps=eps,\n"
+                       "                            amsgrad=False, maximize=False)\n"
+                       "    return p, m, v\n"),
     ],
     # 5. autograd where the statement says "without autograd"
     "autograd": [
