@@ -493,7 +493,8 @@ def test_ch02_least_squares_rules_are_applied_in_the_worker(tmp_path):
     inside the float32 call, the normal equations on a float64 copy solved by LU, and
     torch.ops.aten.linalg_lstsq on a promoted float64 copy, passed under the grader; the float32
     call's rules (a conversion refused, the factorizations under their aten names too) are
-    applied in the worker: both fail there. One grading run for the three."""
+    applied in the worker: both fail there. The fourth read's P1: the SVD in ch02-ridge-svd on
+    X itself only, by value, in the worker too. One grading run for all."""
     from tests.test_shortcuts import SHORTCUTS
     source = read(ROOT / "notebooks" / "02_linear_regression.ipynb")
     branch = ("import torch\n\n"
@@ -539,8 +540,27 @@ def test_ch02_least_squares_rules_are_applied_in_the_worker(tmp_path):
                     "    return tuple(POOL.pop().keep(lambda i=i: linreg.fit_least_squares(X, y)"
                     "[i]) for i in (0, 1))\n")}
     nbformat.write(_attempting(source, subclass), folder / "subclass.ipynb")
+    # chapter 2's fourth read, P1: ch02-ridge-svd allowed the SVD on any matrix of X's shape,
+    # and [XᵀX; 0] ([XXᵀ, 0] where N < d) or [XᵀX + λI; 0] per λ scored pass under the grader.
+    # It allows the SVD of X itself only (by value, a condition ``name|equals=...`` that the
+    # rule carries to the worker): the padded forms fail there, the SVD of X in float64 passes
+    ridge = {"padgram": (SHORTCUTS["ch02-ridge-svd"][-2], "fail"),
+             "padsystem": (SHORTCUTS["ch02-ridge-svd"][-1], "fail"),
+             "svd64": ("import torch\n\n"
+                       "def ridge_svd(X, y, lams):\n"
+                       "    U, S, Vh = torch.linalg.svd(X.double(), full_matrices=False)\n"
+                       "    w = (S * (U.T @ y.double()) / (S ** 2 + lams.double()[:, None])) @ Vh\n"
+                       "    return w.to(X.dtype)\n", "pass")}
+    for name, (code, _) in ridge.items():
+        nbformat.write(_attempting(source, {"ch02-ridge-svd": code}), folder / f"{name}.ipynb")
     run, rows = _grade_folder_cli(folder, source, tmp_path)
-    assert sorted(rows) == sorted([*attacks, "subclass"]), run.stdout
+    assert sorted(rows) == sorted([*attacks, "subclass", *ridge]), run.stdout
+    for name, (_, verdict) in ridge.items():
+        assert rows[name]["ch02-ridge-svd"] == verdict, (name, run.stdout)
+        assert _others_not_attempted(rows[name], ["ch02-ridge-svd"]), (name, run.stdout)
+    for name in ("padgram", "padsystem"):
+        assert "torch.linalg.svd on something other than the 30×4 matrix" in "\n".join(
+            _section(run.stdout, name)), (name, run.stdout)
     for name, (_, message) in attacks.items():
         assert rows[name]["ch02-least-squares"] == "fail", (name, run.stdout)
         assert _others_not_attempted(rows[name], ["ch02-least-squares"]), (name, run.stdout)

@@ -1,7 +1,7 @@
 """Checkers for chapter 2: vectors, matrices and gradients; linear regression."""
 import torch
 
-from mathref.checks.core import rng, uniform
+from mathref.checks.core import equal_to, rng, uniform
 from mathref.checks.core import (AUTOGRAD_FUNCTIONAL, as_tensor, exercise, expect, expect_callable,
                                  expect_tensor_close, forbidding, without_autograd)
 
@@ -383,11 +383,11 @@ _SVDS = ("torch.linalg.svd", "torch.svd", "torch.Tensor.svd", "torch.linalg.svdv
 
 
 def _on_x_itself(ridge_svd, X, y, lams):
-    """ridge_svd(X, y, lams) with the SVD allowed only on a matrix of X's shape (or its
-    transpose): the SVD of XᵀX, of XᵀX + λI or of the stacked [X; √λI] would solve the ridge
-    system (or the checker's least squares) under another name."""
-    shape = f"{X.shape[0]}x{X.shape[1]}"
-    return forbidding(ridge_svd, [f"{name}|shape={shape}" for name in _SVDS],
+    """ridge_svd(X, y, lams) with the SVD allowed only on X itself by value (or Xᵀ, in any
+    dtype that holds it exactly): the SVD of XᵀX, of XᵀX + λI or of the stacked [X; √λI] would
+    solve the ridge system (or the checker's least squares) under another name, and so would
+    either of them zero-padded to X's shape (chapter 2's fourth read, P1)."""
+    return forbidding(ridge_svd, [f"{name}|{equal_to(X)}" for name in _SVDS],
                       "ch02-ridge-svd", "take one SVD of X itself (or of Xᵀ): the SVD of XᵀX, "
                       "of XᵀX + λI or of [X; √λ I] solves the ridge system another way")(
                           X, y, lams)

@@ -7,6 +7,7 @@ The decorator turns that, or any exception the student's code raises, into an
 traceback), and prints ``✅ label: passed`` when every case is right. A failed check therefore
 fails its cell, which is what nbclient, nbval and graders detect.
 """
+import base64
 import functools
 import importlib
 import inspect
@@ -396,18 +397,47 @@ def _stub_code(n_free, name):
     return namespace["outer"]().__code__.replace(co_name=name, co_qualname=name)
 
 
+def equal_to(matrix):
+    """The condition 'equals=float64:30x4:<its bytes, base64>' for ``matrix``: a call allowed on
+    that matrix by value (or its transpose, or a batch of copies of it) in any dtype that holds
+    it exactly, refused on any other, however shaped (chapter 2's fourth read, P1: a matrix of
+    X's shape was [XᵀX; 0]). A string, so that it travels with the rule to the grader's worker."""
+    matrix = matrix.detach().to("cpu", torch.float64).contiguous()
+    data = bytes(matrix.reshape(-1).view(torch.uint8).tolist())
+    return f"equals=float64:{'x'.join(map(str, matrix.shape))}:{base64.b64encode(data).decode()}"
+
+
+def _matrix(value):
+    dtype, shape, data = value.split(":")
+    return torch.frombuffer(bytearray(base64.b64decode(data)), dtype=getattr(torch, dtype)) \
+        .reshape(tuple(int(n) for n in shape.split("x"))).clone()
+
+
 def _condition(name):
     """'torch.linalg.lstsq|rows=100|dtype=float32' -> ('torch.linalg.lstsq', {'rows': 100,
     'dtype': torch.float32}): the call is allowed when its first argument is a matrix with that
     many rows and that dtype, refused otherwise (a plain name: always refused). 'shape=30x4':
-    a matrix of that shape or its transpose."""
+    a matrix of that shape or its transpose. 'equals=...' (:func:`equal_to`): that matrix."""
     base, *parts = name.split("|")
     condition = {}
     for part in parts:
         key, _, value = part.partition("=")
         condition[key] = int(value) if key == "rows" else \
-            tuple(int(n) for n in value.split("x")) if key == "shape" else getattr(torch, value)
+            tuple(int(n) for n in value.split("x")) if key == "shape" else \
+            _matrix(value) if key == "equals" else getattr(torch, value)
     return base, condition
+
+
+def _is_matrix(first, matrix):
+    """Whether ``first`` is ``matrix`` by value, or its transpose, or a batch of copies of either
+    (compared in float64, which holds every float32 and float64 exactly)."""
+    if type(first) not in (torch.Tensor, torch.nn.Parameter) or first.dim() < 2 \
+            or first.is_complex():
+        return False
+    first = first.detach()
+    return any(tuple(m.shape[-2:]) == tuple(matrix.shape)
+               and bool((m.to("cpu", torch.float64) == matrix).all())
+               for m in (first, first.mT))
 
 
 def _allowed(condition, args, kwargs):
@@ -417,7 +447,8 @@ def _allowed(condition, args, kwargs):
     return (isinstance(first, torch.Tensor) and first.dim() >= 2
             and first.shape[-2] == condition.get("rows", first.shape[-2])
             and sorted(first.shape[-2:]) == sorted(condition.get("shape", first.shape[-2:]))
-            and first.dtype == condition.get("dtype", first.dtype))
+            and first.dtype == condition.get("dtype", first.dtype)
+            and ("equals" not in condition or _is_matrix(first, condition["equals"])))
 
 
 class _TorchFunctions(TorchFunctionMode):
@@ -634,6 +665,7 @@ class Forbidden:
             what = " ".join(filter(None, (
                 f"{condition['rows']}-row" if "rows" in condition else "",
                 "×".join(map(str, condition["shape"])) if "shape" in condition else "",
+                "×".join(map(str, condition["equals"].shape)) if "equals" in condition else "",
                 str(condition["dtype"]).replace("torch.", "") if "dtype" in condition else "")))
             return (f"your solution called {base} on something other than the {what} matrix "
                     f"it was given, which {self.label} does not allow: {self.because}")

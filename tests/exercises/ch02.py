@@ -943,6 +943,35 @@ SHORTCUTS["ch02-ridge-svd"] = [
     "        U, S, Vh = torch.linalg.svd(A, full_matrices=False)\n"
     "        rows.append(Vh.T @ ((U.T @ b) / S))\n"
     "    return torch.stack(rows)\n",
+    # the same, zero-padded to X's shape (chapter 2's fourth read, P1: the SVD was allowed on
+    # any matrix of X's shape): [XᵀX; 0] (N ≥ d) or [XXᵀ, 0] (N < d), the eigh route and the
+    # kernel form; [XᵀX + λI; 0] or [XXᵀ + λI, 0], one SVD of the ridge system per λ
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    N, d = X.shape\n"
+    "    if N >= d:\n"
+    "        A = torch.cat([X.T @ X, torch.zeros(N - d, d, dtype=X.dtype)])\n"
+    "        _, mu, Vh = torch.linalg.svd(A, full_matrices=False)\n"
+    "        return ((Vh @ (X.T @ y)) / (mu + lams[:, None])) @ Vh\n"
+    "    A = torch.cat([X @ X.T, torch.zeros(N, d - N, dtype=X.dtype)], 1)\n"
+    "    U, mu, _ = torch.linalg.svd(A, full_matrices=False)\n"
+    "    return (((U.T @ y) / (mu + lams[:, None])) @ U.T) @ X\n",
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    N, d = X.shape\n"
+    "    rows = []\n"
+    "    for lam in lams:\n"
+    "        if N >= d:\n"
+    "            A = torch.cat([X.T @ X + lam * torch.eye(d, dtype=X.dtype),\n"
+    "                           torch.zeros(N - d, d, dtype=X.dtype)])\n"
+    "            U, S, Vh = torch.linalg.svd(A, full_matrices=False)\n"
+    "            rows.append(Vh.T @ ((U[:d].T @ (X.T @ y)) / S))\n"
+    "        else:\n"
+    "            A = torch.cat([X @ X.T + lam * torch.eye(N, dtype=X.dtype),\n"
+    "                           torch.zeros(N, d - N, dtype=X.dtype)], 1)\n"
+    "            U, S, Vh = torch.linalg.svd(A, full_matrices=False)\n"
+    "            rows.append(X.T @ (Vh[:, :N].T @ ((U.T @ y) / S)))\n"
+    "    return torch.stack(rows)\n",
 ]
 
 RIGHT_ANSWERS["ch02-ridge-svd"] = [
@@ -966,4 +995,10 @@ RIGHT_ANSWERS["ch02-ridge-svd"] = [
     "    r = S.shape[0]\n"
     "    F = torch.diag_embed(S / (S ** 2 + lams[:, None]))      # (k, r, r)\n"
     "    return torch.einsum('ir,krs,s->ki', Vh[:r].T, F, U[:, :r].T @ y)\n",
+    # the SVD of X in float64, cast back (X by value in another dtype: allowed)
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    U, S, Vh = torch.linalg.svd(X.double(), full_matrices=False)\n"
+    "    w = (S * (U.T @ y.double()) / (S ** 2 + lams.double()[:, None])) @ Vh\n"
+    "    return w.to(X.dtype)\n",
 ]
