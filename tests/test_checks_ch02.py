@@ -199,3 +199,18 @@ def test_ridge_by_the_least_squares_component_fails_where_sigma_is_zero():
         return
     with pytest.raises(ExerciseCheckFailed, match="σ_i = 0 for the zero feature"):
         checks.check_ch02_ridge_svd(ridge_least_squares_component_shrunk)
+
+
+def test_ridge_svd_allows_matrix_rank_on_x_only():
+    # chapter 2's fourth read, L-c: the rank of X, then the SVD truncated to it, was refused
+    # ("ran torch linalg_matrix_rank"); it passes (tests/exercises/ch02.py, RIGHT_ANSWERS). On
+    # another matrix it is refused like the SVD: bisecting atol would read off that matrix's σ
+    def rank_of_the_gram_matrix(X, y, lams):
+        r = int(torch.linalg.matrix_rank(X.T @ X))
+        U, S, Vh = torch.linalg.svd(X, full_matrices=False)
+        U, S, Vh = U[:, :r], S[:r], Vh[:r]
+        return (S * (U.T @ y) / (S ** 2 + lams[:, None])) @ Vh
+
+    with pytest.raises(ExerciseCheckFailed, match="called torch.linalg.matrix_rank on something "
+                                                  "other than the 30×4 matrix"):
+        checks.check_ch02_ridge_svd(rank_of_the_gram_matrix)

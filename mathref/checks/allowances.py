@@ -60,11 +60,14 @@ ALLOWANCES = {
         mathref=("mathref.linear_regression",),
         allows="lstsq, pinv, QR and SVD on the design matrix, solve_triangular, and LU, eigh "
                "and det (torch.linalg.solve, inv and cholesky are refused)"),
-    # the SVD, the one factorization of ch02-ridge-svd (svdvals too: σ alone). Every solver of
-    # the ridge system, lstsq and pinv of the stacked matrix included, is not in the list
+    # the SVD, the one factorization of ch02-ridge-svd (svdvals too: σ alone; matrix_rank, a
+    # count of σ, chapter 2's fourth read, L-c). Every solver of the ridge system, lstsq and pinv
+    # of the stacked matrix included, is not in the list. (The checker allows the three on X
+    # itself only: mathref.checks.ch02._on_x_itself)
     "ch02-ridge-svd": dict(ops=("linalg_svd", "_linalg_svd", "svd", "linalg_svdvals",
-                                "_linalg_check_errors"),
-                           allows="torch.linalg.svd (and torch.svd, torch.linalg.svdvals)"),
+                                "linalg_matrix_rank", "_linalg_check_errors"),
+                           allows="torch.linalg.svd (and torch.svd, torch.linalg.svdvals, "
+                                  "torch.linalg.matrix_rank)"),
     # σ from mathref.nn, the chapter's own forward pass, or as torch.special.expit (torch.sigmoid
     # is elementary); no other activation's function
     "ch03-sigmoid-derivative": dict(ops=("special_expit",), mathref=("mathref.nn",),

@@ -379,7 +379,10 @@ def _ridge_slips(X, y, lams):
     )
 
 
-_SVDS = ("torch.linalg.svd", "torch.svd", "torch.Tensor.svd", "torch.linalg.svdvals")
+# (matrix_rank counts the σ above a tolerance: on X harmless, a function of X's σ; on any other
+# matrix, bisecting its tolerance would read off that matrix's σ, so it is held to X as well)
+_SVDS = ("torch.linalg.svd", "torch.svd", "torch.Tensor.svd", "torch.linalg.svdvals",
+         "torch.linalg.matrix_rank")
 
 
 def _on_x_itself(ridge_svd, X, y, lams):

@@ -1001,4 +1001,12 @@ RIGHT_ANSWERS["ch02-ridge-svd"] = [
     "    U, S, Vh = torch.linalg.svd(X.double(), full_matrices=False)\n"
     "    w = (S * (U.T @ y.double()) / (S ** 2 + lams.double()[:, None])) @ Vh\n"
     "    return w.to(X.dtype)\n",
+    # the rank of X first, the SVD truncated to it (chapter 2's fourth read, L-c: refused as
+    # "ran torch linalg_matrix_rank"); σ_i = 0 puts no weight on its direction anyway
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    r = int(torch.linalg.matrix_rank(X))\n"
+    "    U, S, Vh = torch.linalg.svd(X, full_matrices=False)\n"
+    "    U, S, Vh = U[:, :r], S[:r], Vh[:r]\n"
+    "    return (S * (U.T @ y) / (S ** 2 + lams[:, None])) @ Vh\n",
 ]
