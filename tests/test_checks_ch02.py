@@ -1,5 +1,7 @@
 """Chapter 2's checkers: messages that name the right cause, and verdicts that follow the
 statements (a fresh read of chapter 2, 2026-11-29)."""
+from pathlib import Path
+
 import pytest
 
 from mathref import checks
@@ -214,3 +216,32 @@ def test_ridge_svd_allows_matrix_rank_on_x_only():
     with pytest.raises(ExerciseCheckFailed, match="called torch.linalg.matrix_rank on something "
                                                   "other than the 30×4 matrix"):
         checks.check_ch02_ridge_svd(rank_of_the_gram_matrix)
+
+
+GAUSS_JORDAN_RIDGE = """import torch
+
+def ridge_svd(X, y, lams):
+    d = X.shape[1]
+    rows = []
+    for lam in lams:
+        A = torch.cat([X.T @ X + lam * torch.eye(d, dtype=X.dtype), (X.T @ y)[:, None]], 1)
+        for j in range(d):
+            p = j + int(A[j:, j].abs().argmax())
+            A[[j, p]] = A[[p, j]]
+            A[j] = A[j] / A[j, j]
+            A = A - A[:, j:j + 1] * A[j] * (torch.arange(d)[:, None] != j)
+        rows.append(A[:, d])
+    return torch.stack(rows)
+"""
+
+
+def test_a_hand_written_elimination_of_the_ridge_system_passes_as_the_guide_says(capsys):
+    # book/instructors.md (instructors-ch02-ridge-svd, chapter 2's fourth read, L-b): the check
+    # refuses the library's solvers, not arithmetic; Gauss–Jordan by hand passes. If the check
+    # ever refuses it, the guide's paragraph is to change with it
+    namespace = {}
+    exec(compile(GAUSS_JORDAN_RIDGE, "<solution>", "exec"), namespace)
+    checks.check_ch02_ridge_svd(namespace["ridge_svd"])
+    assert "✅ ch02-ridge-svd: passed" in capsys.readouterr().out
+    guide = Path(__file__).resolve().parents[1] / "book" / "instructors.md"
+    assert "Gauss–Jordan" in guide.read_text(encoding="utf-8")
