@@ -84,6 +84,27 @@ def test_where_eps_sits_is_named_not_float32(check, where, named):
         failed.value.message
 
 
+# The eleventh read's N3: leaving ε out, or max(√v̂, ε), was told "√(v̂ + ε²) is not √v̂ + ε",
+# an ε² the student never wrote (at ε = 1e-8 the three give the same numbers; the settings with a
+# larger ε tell them apart).
+def _adam_no_eps(theta, grad, m, v, t, lr, beta1, beta2, eps, weight_decay=0.0, use_max=False):
+    theta0 = theta
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad * grad
+    root = (v / (1 - beta2 ** t)).sqrt()
+    step = lr * (m / (1 - beta1 ** t)) / (root.clamp_min(eps) if use_max else root)
+    return theta0 * (1 - lr * weight_decay) - step, m, v
+
+
+@pytest.mark.parametrize("check", [checks.check_ch06_adam_step, checks.check_ch06_adamw_step])
+@pytest.mark.parametrize("use_max, named", [(False, "ε is missing"), (True, "max(√v̂, ε)")])
+def test_a_missing_or_maxed_eps_is_named_as_such(check, use_max, named):
+    with pytest.raises(ExerciseCheckFailed) as failed:
+        check(lambda *a: _adam_no_eps(*a, use_max=use_max))
+    message = failed.value.message
+    assert named in message and "ε²" not in message and "float32" not in message, message
+
+
 @pytest.mark.parametrize("check", [checks.check_ch06_adam_step, checks.check_ch06_adamw_step])
 def test_a_small_float64_error_is_not_blamed_on_float32(check):
     with pytest.raises(ExerciseCheckFailed) as failed:
