@@ -141,6 +141,27 @@ def test_a_clip_answer_must_keep_tensors_and_dtype(finish, message):
         checks.check_ch06_clip_global_norm(lambda grads, c: _clip(grads, c, finish))
 
 
+# The eleventh read's N2: the check's literal gradients followed the default dtype, float64 in the
+# chapter (cell 2), so a float64 result for what the grader gives as float32 gradients passed in
+# the notebook and failed under the grader ("keep each gradient's dtype"). They are float32 now.
+def _clip_f64_factor(grads, max_norm):
+    norm = math.sqrt(sum(float((g ** 2).sum()) for g in grads))
+    return [g * torch.tensor([min(1.0, max_norm / norm)], dtype=torch.float64) for g in grads]
+
+
+@pytest.mark.parametrize("default", [torch.float32, torch.float64])
+def test_a_float64_result_is_refused_whatever_the_default_dtype(default):
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(default)
+    try:
+        with pytest.raises(ExerciseCheckFailed, match="float64, but it was given as float32: "
+                                                      "keep each gradient's dtype"):
+            checks.check_ch06_clip_global_norm(_clip_f64_factor)
+        checks.check_ch06_clip_global_norm(_clip)             # the right answer passes under both
+    finally:
+        torch.set_default_dtype(saved)
+
+
 def test_value_clipping_is_named():
     with pytest.raises(ExerciseCheckFailed, match=r"each value to \[−c, c\]"):
         checks.check_ch06_clip_global_norm(lambda grads, c: [g.clamp(-c, c) for g in grads])
