@@ -212,6 +212,16 @@ def test_alibi_matrix_names_pytorch_causal_bias_objects():
             checks.check_ch12_alibi_matrix(answer)
         assert f"your solution called {name}" in failure.value.message, failure.value.message
     # the class built directly fails in the gate before _materialize is reached (a tensor
-    # subclass made under the gate's modes), as in chapter 11: refused, though not by name
-    with pytest.raises(ExerciseCheckFailed):
-        checks.check_ch12_alibi_matrix(via_causal_bias)
+    # subclass made under the gate's modes); the checker names it (chapter 12's third read, L4:
+    # the message was "your code raised RuntimeError: Creating a new Tensor subclass ...")
+    def via_lower_right_method(slope, T):
+        mask = bias.CausalBias(bias.CausalVariant.UPPER_LEFT, T, T)._lower_right(torch.device("cpu"))
+        return distance(slope, T).masked_fill(~mask, float("-inf"))
+
+    torch.testing.assert_close(via_lower_right_method(0.5, 5), want, rtol=0, atol=0)
+    for answer in (via_causal_bias, via_lower_right_method):
+        with pytest.raises(ExerciseCheckFailed) as failure:
+            checks.check_ch12_alibi_matrix(answer)
+        assert "your solution built torch.nn.attention.bias.CausalBias" in failure.value.message, \
+            failure.value.message
+        assert "RuntimeError" not in failure.value.message
