@@ -969,6 +969,24 @@ def _copied(value):
     return value
 
 
+class _OneAtATime:
+    """A generator of the checker's, advanced through a plain method: an answer that advances
+    it is refused at the call of ``advance`` (a refusal raised while a generator resumes, at
+    random, crashed the interpreter under the test suite)."""
+
+    def __init__(self, steps):
+        self._steps = steps
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.advance()
+
+    def advance(self):
+        return next(self._steps)
+
+
 def _steps_where_run(train_step, logits_fn, weights, batches, moments, cfg, parts):
     """Runs where the answer runs (in the grader, in the student's process, sent there as code
     by mathref.grade.rpc.apply): the checked steps of ``train_step`` on one list of leaves, as
@@ -1060,8 +1078,8 @@ def check_ch16_train_step(train_step, *, generator=None):
             ran = apply(_steps_where_run, _tiny_logits, weights, batches, moments, cfg,
                         dict(TRAIN_PARTS))
         else:
-            ran = _steps_where_run(train_step, _tiny_logits, reference_steps(), None, None, cfg,
-                                   dict(TRAIN_PARTS))
+            ran = _steps_where_run(train_step, _tiny_logits, _OneAtATime(reference_steps()),
+                                   None, None, cfg, dict(TRAIN_PARTS))
         expect(isinstance(ran, (tuple, list)) and len(ran) == 2,
                "internal: the steps' results did not come back from your process")
         results, left = ran

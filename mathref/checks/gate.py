@@ -138,9 +138,13 @@ class _FunctionGate(TorchFunctionMode):
             name = name.split(".")[0]      # torch.ops.aten.rms_norm.default: 'rms_norm.default'
         if name and not name.startswith("__") and name not in gate.ops and _composite(name):
             gate.refuse(f"torch {name}", _where(func))
+        # (the arguments that already require grad: one of them handed back as it is builds no
+        # graph; requires_grad_ hands back one that did not, and is refused)
+        held = [a for a in (*args, *(kwargs or {}).values())
+                if isinstance(a, torch.Tensor) and a.requires_grad] if gate.no_autograd else ()
         out = func(*args, **(kwargs or {}))
         if gate.no_autograd:
-            gate.check_no_graph(name, out, (*args, *(kwargs or {}).values()))
+            gate.check_no_graph(name, out, held)
         return out
 
 
@@ -327,16 +331,17 @@ def _scripted(caller):
 
 
 def answer_threads():
-    """The threads other than this one that run the answer's own code (started before the
-    check, in the solution cell): the gate's modes and hook hold in the calling thread only, so
-    work handed to such a thread during the check runs unseen."""
+    """The running threads (other than this one) whose code is the answer's own: a
+    threading.Thread whose target, or whose subclass's run, was written in the notebook. The
+    gate's modes and hook hold in the calling thread only, so work handed to such a thread
+    during the check runs unseen. (Judged by the thread's function, not by walking its frames:
+    another thread's frames change while they are read.)"""
     me = threading.get_ident()
-    for ident, frame in sys._current_frames().items():
-        while ident != me and frame is not None:
-            if _from_answer(frame):
-                yield ident
-                break
-            frame = frame.f_back
+    for thread in threading.enumerate():
+        run = getattr(thread, "_target", None) or getattr(type(thread), "run", None)
+        code = getattr(getattr(run, "__func__", run), "__code__", None)
+        if thread.ident != me and code is not None and answer_code(code):
+            yield thread.ident
 
 
 _CONTEXTLIB = os.path.abspath(contextlib.__file__)
@@ -486,8 +491,8 @@ class Gate:
         raise Refused(message)
 
     def check_no_graph(self, name, out, inputs=()):
-        """``inputs``: the call's arguments; one of them handed back as it is (x.double() on a
-        float64 x, x.contiguous()) builds no graph, whether or not it requires grad."""
+        """``inputs``: the call's arguments that required grad before it; one of them handed back
+        as it is (x.double() on a float64 x, x.contiguous()) builds no graph."""
         if torch.is_grad_enabled() or not torch.is_inference_mode_enabled():
             self.refuse("autograd (grad mode turned back on)", f"the call {name}")
         outs = out if isinstance(out, (tuple, list)) else (out,)
