@@ -768,23 +768,33 @@ NAN = '''def pre_norm_block(x, attn, ffn, norm1, norm2):
     return x * float("nan")
     ### END SOLUTION
 '''
+FRACTION = '''import math
+from fractions import Fraction
+
+def swiglu_d_ff(d_model, multiple_of):
+    ### BEGIN SOLUTION
+    return math.ceil(Fraction(8 * d_model, 3 * multiple_of)) * multiple_of
+    ### END SOLUTION
+'''
 
 
 @pytest.fixture(scope="module")
 def ch13_attacks(tmp_path_factory):
     """One CLI run on chapter 13 (ch13-pre-norm-block passes four modules to the solution):
-    the escape of issue 33's finding 1 and an answer of NaNs (finding 8). (rows, report)."""
+    the escape of issue 33's finding 1 and an answer of NaNs (finding 8), and a right answer
+    to ch13-swiglu-width in exact fractions, which the exercise allows. (rows, report)."""
     tmp_path = tmp_path_factory.mktemp("ch13")
     source = read(ROOT / "notebooks" / "13_transformer.ipynb")
     folder = tmp_path / "subs"
     folder.mkdir()
-    for name, body in (("escape", ESCAPE), ("nan", NAN)):
-        nbformat.write(_attempting(source, {"ch13-pre-norm-block": body}),
-                       folder / f"{name}.ipynb")
+    students = {"escape": ("ch13-pre-norm-block", ESCAPE), "nan": ("ch13-pre-norm-block", NAN),
+                "fraction": ("ch13-swiglu-width", FRACTION)}
+    for name, (label, body) in students.items():
+        nbformat.write(_attempting(source, {label: body}), folder / f"{name}.ipynb")
     Path("/tmp/mathref-pwned").unlink(missing_ok=True)
     run, rows = _grade_folder_cli(folder, source, tmp_path)
-    for row in rows.values():          # each exercise has its own verdict
-        assert _others_not_attempted(row, ["ch13-pre-norm-block"]), run.stdout
+    for name, (label, _) in students.items():      # each exercise has its own verdict
+        assert _others_not_attempted(rows[name], [label]), run.stdout
     return rows, run.stdout
 
 
@@ -803,6 +813,14 @@ def test_an_answer_of_nans_fails_the_pre_norm_block(ch13_attacks):
     pass; the checker must test ``if not err < 1e-10`` (mathref/checks/ch13.py)."""
     rows, report = ch13_attacks
     assert rows["nan"]["ch13-pre-norm-block"] == "fail", report
+
+
+def test_a_right_answer_in_exact_fractions_passes_the_swiglu_width(ch13_attacks):
+    """Chapter 13's read of 2026-11-30, L1 (its delta read's N2): ``math.ceil(Fraction(8d, 3m))
+    * m`` passed in the notebook (the exercise allows ``fractions``) and the grader's import
+    policy refused it."""
+    rows, report = ch13_attacks
+    assert rows["fraction"]["ch13-swiglu-width"] == "pass", report
 
 
 HOG = '''import subprocess, sys

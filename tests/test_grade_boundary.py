@@ -159,6 +159,8 @@ REFUSED = [
     ("import functools as ft\nw = ft.wraps(f)", "`functools.wraps` is not available"),
     ("from operator import attrgetter", "operator"),
     ("import copy", "import copy"),
+    ("from fractions import Decimal", "`from fractions import Decimal` is not available"),
+    ("import fractions\nd = fractions.Decimal", "`fractions.Decimal` is not available"),
     ("import collections\nT = collections.namedtuple('T', n)", "namedtuple"),
     ("class Grab:\n    def __setattr__(self, name, value):\n        pass", "`__setattr__`"),
     ("class Grab:\n    def __getattr__(self, name):\n        pass", "`__getattr__`"),
