@@ -267,14 +267,7 @@ def _bpe_table_answer():
 def _bpe_table_and_greedy_answer():
     """The delta read's N1 (/tmp/d10/tablegreedy_src.py): the table of the notebook's answers,
     and for any other input the longest known piece from the left (not BPE)."""
-    table, _ = _recorded_answers()
-    return ("def bpe_encode(text, merges):\n"
-            "    import re\n\n"
-            "    from mathref.tokenizers import GPT2_SPLIT_PATTERN\n"
-            f"    TABLE = {table!r}\n"
-            "    key = repr((text, [tuple(m) for m in merges]))\n"
-            "    if key in TABLE:\n"
-            "        return list(TABLE[key])\n"
+    return _table_answer_then(
             "    pieces = {bytes([i]): i for i in range(256)}\n"
             "    made = {i: bytes([i]) for i in range(256)}\n"
             "    for r, (a, b) in enumerate(merges):\n"
@@ -290,9 +283,9 @@ def _bpe_table_and_greedy_answer():
             "    return out\n")
 
 
-def _bpe_table_and_once_answer():
-    """The eleventh read's M1 (table + `once`): the table of the notebook's answers, and for
-    any other input every merge applied once, to its first occurrence only (not BPE)."""
+def _table_answer_then(rest):
+    """A solution cell's source: bpe_encode answers from the table of the notebook's answers,
+    and runs ``rest`` (the body's remaining lines) for any other input."""
     table, _ = _recorded_answers()
     return ("def bpe_encode(text, merges):\n"
             "    import re\n\n"
@@ -300,7 +293,13 @@ def _bpe_table_and_once_answer():
             f"    TABLE = {table!r}\n"
             "    key = repr((text, [tuple(m) for m in merges]))\n"
             "    if key in TABLE:\n"
-            "        return list(TABLE[key])\n"
+            "        return list(TABLE[key])\n" + rest)
+
+
+def _bpe_table_and_once_answer():
+    """The eleventh read's M1 (table + `once`): the table of the notebook's answers, and for
+    any other input every merge applied once, to its first occurrence only (not BPE)."""
+    return _table_answer_then(
             "    out = []\n"
             "    for chunk in re.findall(GPT2_SPLIT_PATTERN, text):\n"
             "        ids = list(chunk.encode('utf-8'))\n"

@@ -144,8 +144,9 @@ def bpe_no_pretokenization(text, merges):
     return ids
 
 
-def bpe_latest_first(text, merges):
-    # applies the latest-learned merge first
+def _bpe_by_rank(text, merges, pick, merge):
+    """BPE's loop with the pair to merge chosen by ``pick`` (min: the earliest-learned merge,
+    as BPE does) and its occurrences replaced by ``merge``."""
     ranks = {tuple(m): r for r, m in enumerate(merges)}
     out = []
     for ids in _chunks(text):
@@ -153,19 +154,30 @@ def bpe_latest_first(text, merges):
             pairs = [p for p in zip(ids, ids[1:]) if p in ranks]
             if not pairs:
                 break
-            best = max(pairs, key=ranks.get)
-            ids = _merge(ids, best, 256 + ranks[best])
+            best = pick(pairs, key=ranks.get)
+            ids = merge(ids, best, 256 + ranks[best])
+        out += ids
+    return out
+
+
+def bpe_latest_first(text, merges):
+    # applies the latest-learned merge first
+    return _bpe_by_rank(text, merges, max, _merge)
+
+
+def _merges_in_training_order(text, merges, merge, first_id):
+    """Each chunk's merges applied once each, in training order, by ``merge``, merge r making
+    the id first_id + r."""
+    out = []
+    for ids in _chunks(text):
+        for r, m in enumerate(merges):
+            ids = merge(ids, tuple(m), first_id + r)
         out += ids
     return out
 
 
 def bpe_off_by_one(text, merges):
-    out = []
-    for ids in _chunks(text):
-        for r, m in enumerate(merges):
-            ids = _merge(ids, tuple(m), 255 + r)
-        out += ids
-    return out
+    return _merges_in_training_order(text, merges, _merge, 255)
 
 
 def bpe_library(text, merges):
@@ -219,39 +231,12 @@ def _merge_first_occurrence(ids, pair, new_id):
 
 def bpe_once_per_merge(text, merges):
     # every merge in training order, but each applied once, to its first occurrence only
-    out = []
-    for ids in _chunks(text):
-        for r, m in enumerate(merges):
-            ids = _merge_first_occurrence(ids, tuple(m), 256 + r)
-        out += ids
-    return out
-
-
-def _merge_from_the_right(ids, pair, new_id):
-    out, i = [], len(ids) - 1
-    while i >= 0:
-        if i >= 1 and (ids[i - 1], ids[i]) == pair:
-            out.append(new_id)
-            i -= 2
-        else:
-            out.append(ids[i])
-            i -= 1
-    return out[::-1]
+    return _merges_in_training_order(text, merges, _merge_first_occurrence, 256)
 
 
 def bpe_right_to_left(text, merges):
     # the earliest-learned merge first, but its occurrences replaced from the right
-    ranks = {tuple(m): r for r, m in enumerate(merges)}
-    out = []
-    for ids in _chunks(text):
-        while True:
-            pairs = [p for p in zip(ids, ids[1:]) if p in ranks]
-            if not pairs:
-                break
-            best = min(pairs, key=ranks.get)
-            ids = _merge_from_the_right(ids, best, 256 + ranks[best])
-        out += ids
-    return out
+    return _bpe_by_rank(text, merges, min, merge_right_to_left)
 
 
 def bpe_greedy_longest(text, merges):
