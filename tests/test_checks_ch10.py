@@ -108,40 +108,6 @@ def test_one_hot_embedding_blames_no_precision_for_a_wrong_float64_answer(wrong)
     assert "computed in" not in message, message
 
 
-def _masked(E, ids, fill):
-    return torch.where(torch.nn.functional.one_hot(ids, E.shape[0]).bool()[..., None], E, fill)
-
-
-@pytest.mark.parametrize("reduction, refused", [
-    (lambda ids, E: _masked(E, ids, -torch.inf).amax(-2), "torch.ops.aten.amax"),
-    (lambda ids, E: _masked(E, ids, -torch.inf).max(-2).values, "torch.Tensor.max"),
-    (lambda ids, E: torch.max(_masked(E, ids, -torch.inf), -2).values, "torch.max"),
-    (lambda ids, E: _masked(E, ids, torch.inf).amin(-2), "torch.ops.aten.amin"),
-    (lambda ids, E: torch.aminmax(_masked(E, ids, -torch.inf), dim=-2).max, "torch.aminmax"),
-    (lambda ids, E: _masked(E, ids, -torch.inf).logsumexp(-2), "torch.ops.aten.logsumexp"),
-    (lambda ids, E: _masked(E, ids, torch.nan).nansum(-2), "torch.ops.aten.nansum"),
-    (lambda ids, E: _masked(E, ids, -torch.inf).sort(-2).values[..., -1, :], "torch.ops.aten.sort"),
-    (lambda ids, E: _masked(E, ids, torch.nan).nanmedian(-2).values, "torch.ops.aten.nanmedian"),
-], ids=["amax", "max", "torch.max", "amin", "aminmax", "logsumexp", "nansum", "sort", "nanmedian"])
-def test_one_hot_embedding_refuses_a_masked_reduction(reduction, refused):
-    """The eleventh read's L2: a max over torch.where(one_hot, E, -inf) has E[ids]'s values and
-    gradient, and passed, but it selects each row; the statement asks for a product of the
-    one-hot vectors with E. It and the other reductions that keep one entry are refused."""
-    ids = torch.tensor([[3, 0], [3, 7]])
-    E = torch.randn(9, 4, dtype=torch.float64)
-    torch.testing.assert_close(reduction(ids, E), E[ids])        # right values outside the rule
-    with pytest.raises(ExerciseCheckFailed) as failure:
-        checks.check_ch10_one_hot_embedding(reduction)
-    message = failure.value.message
-    assert f"called {refused}," in message, message
-    assert "a reduction that keeps one entry instead of adding products" in message, message
-
-
-def test_one_hot_embedding_accepts_a_masked_sum():
-    # where(one_hot, E, 0) is one_hot * E entry by entry: its sum over V is the product
-    checks.check_ch10_one_hot_embedding(lambda ids, E: _masked(E, ids, 0.0).sum(-2))
-
-
 def test_bpe_encode_refuses_the_encoder_of_a_class_from_before_a_reload():
     import importlib
     import mathref.tokenizers as T

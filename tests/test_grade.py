@@ -968,8 +968,7 @@ def test_ch10_gradients_and_tables_of_answers_under_the_grader(tmp_path):
     common wrong encoders differ from BPE, so a table plus greedy longest match fails too; and
     (the eleventh read's M1) the fixed cases are renamed by the generator, so a table of the
     notebook's answers plus a wrong encoder the checker does not list (each merge once, to its
-    first occurrence) fails on them. The right answers pass, and (L2) a masked maximum, which
-    selects rows instead of multiplying, fails. One grading run."""
+    first occurrence) fails on them. The right answers pass. One grading run."""
     from tests.notebooks import solution_cell
     from tests.test_checks_ch10 import (_bpe_table_and_greedy_answer,
                                         _bpe_table_and_once_answer, _bpe_table_answer)
@@ -982,8 +981,6 @@ def test_ch10_gradients_and_tables_of_answers_under_the_grader(tmp_path):
                   bpe: solution_cell(source, bpe).source},
         "detached": {hot: one_hot + "    return (one_hot @ E).detach().requires_grad_()\n"},
         "zerograd": {hot: one_hot + "    return one_hot @ E.detach() + 0 * E.sum()\n"},
-        "amax": {hot: one_hot + "    return torch.where(one_hot.bool()[..., None], E, "
-                                "-torch.inf).amax(-2)\n"},
         "table": {bpe: _bpe_table_answer()},
         "tablegreedy": {bpe: _bpe_table_and_greedy_answer()},
         "tableonce": {bpe: _bpe_table_and_once_answer()}}
@@ -996,7 +993,6 @@ def test_ch10_gradients_and_tables_of_answers_under_the_grader(tmp_path):
     assert rows["right"][hot] == "pass" and rows["right"][bpe] == "pass", run.stdout
     assert rows["detached"][hot] == "fail" and "no history" in report["detached"], run.stdout
     assert rows["zerograd"][hot] == "fail" and "one_hot(ids)ᵀ G" in report["zerograd"], run.stdout
-    assert rows["amax"][hot] == "fail" and "torch.ops.aten.amax" in report["amax"], run.stdout
     for student in ("table", "tablegreedy", "tableonce"):
         assert rows[student][bpe] == "fail", run.stdout
 

@@ -123,19 +123,7 @@ _ONE_HOT_SHORTCUTS = (
     # elementary). Tensor.tolist: the table as Python lists, indexed in Python (inside an
     # autograd.Function whose backward the student writes, it even passes the gradient test).
     # The one-hot construction needs neither.
-    "torch.ops.aten.constant_pad_nd", "torch.ops.aten.pad", "torch.Tensor.tolist",
-    # ... and the reductions that keep one entry out of several instead of adding products (the
-    # eleventh read's L2): a max over torch.where(one_hot, E, -inf) has E[ids]'s values and
-    # gradient, but it selects rows; the statement asks for the product. (max, min and aminmax
-    # by their Python names: F.one_hot runs aten.aminmax on ids to check their range, and
-    # aten.max's packet holds a composite overload, max.other, so standing in for it by name
-    # breaks torch's own calls)
-    "torch.max", "torch.Tensor.max", "torch.min", "torch.Tensor.min", "torch.ops.aten.amax",
-    "torch.ops.aten.amin", "torch.aminmax", "torch.Tensor.aminmax", "torch.ops.aten.median",
-    "torch.ops.aten.nanmedian", "torch.ops.aten.kthvalue", "torch.ops.aten.mode",
-    "torch.ops.aten.topk", "torch.ops.aten.sort", "torch.ops.aten.cummax",
-    "torch.ops.aten.cummin", "torch.ops.aten.logsumexp", "torch.ops.aten.logcumsumexp",
-    "torch.ops.aten.nansum")
+    "torch.ops.aten.constant_pad_nd", "torch.ops.aten.pad", "torch.Tensor.tolist")
 
 
 _SHAPES = re.compile(r"\((\d+)x(\d+) and (\d+)x(\d+)\)")
@@ -215,20 +203,14 @@ def _expect_rows(got, E, ids, what, rtol, atol):
                   "(E[ids], torch.eye(V)[ids], index_select, gather, F.embedding) or one at a "
                   "time (E[i], slices, narrow, unbind, split, iterating over a tensor, F.pad, "
                   "whose negative pads crop, and tolist; refused on ids too: build all one-hot "
-                  "vectors at once), nor by a reduction that keeps one entry instead of adding "
-                  "products (max, min, amax, amin, median, sort, topk, kthvalue, mode, cummax, "
-                  "cummin, logsumexp, nansum: a max over torch.where(one_hot, E, -inf) selects "
-                  "rows; refused on ids too, and no range check is needed, F.one_hot makes one); "
-                  "F.one_hot is allowed")
+                  "vectors at once); F.one_hot is allowed")
 def check_ch10_one_hot_embedding(embed_one_hot):
     """embed_one_hot(ids, E): one_hot(ids, V) @ E with V = E.shape[0], shape [..., d] and E's
     dtype (float64 and float32 tables), computed without indexing: advanced indexing
     (aten.index), index_select, gather, F.embedding, the operators that take one row or
     slice at a time (select, slice, narrow, unbind, split, as_strided, masked_select), padding
-    (a negative pad crops), Tensor.tolist (rows picked from Python lists) and the reductions
-    that keep one entry of several (max, min, amax, amin, median, sort, topk, kthvalue, mode,
-    cummax, cummin, logsumexp, nansum: a max over a masked E selects rows, it is not the
-    product) are refused while the answer runs. Not refused: other routes to Python numbers, such as item() of a
+    (a negative pad crops) and Tensor.tolist (rows picked from Python lists) are refused while
+    the answer runs. Not refused: other routes to Python numbers, such as item() of a
     reduction. The gradient of sum(G ⊙ result) with respect to E, for a random G, must be
     one_hot(ids)ᵀ G; under the grader, whose channel returns outputs without their graph, it
     is computed in the student's process and compared here."""

@@ -425,13 +425,6 @@ SHORTCUTS = {
         "    V = E.shape[0]\n"
         "    rows = [F.pad(torch.roll(E, -i, 0), (0, 0, 0, -(V - 1))) for i in ids.reshape(-1).tolist()]\n"
         "    return torch.cat(rows).reshape(*ids.shape, E.shape[1])\n",
-        # a masked maximum (the eleventh read's L2): right values and gradient, but it selects
-        # each row instead of multiplying
-        "import torch\n"
-        "import torch.nn.functional as F\n\n"
-        "def one_hot_lookup(ids, E):\n"
-        "    mask = F.one_hot(ids, E.shape[0]).bool()[..., None]\n"
-        "    return torch.where(mask, E, -torch.inf).amax(-2)\n",
         # the table as Python lists inside an autograd.Function with a hand-written backward
         # (the fourth read's L5: it passes the values and the gradient test)
         "import torch\n\n"
