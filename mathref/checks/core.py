@@ -416,14 +416,13 @@ def _matrix(value):
 def _condition(name):
     """'torch.linalg.lstsq|rows=100|dtype=float32' -> ('torch.linalg.lstsq', {'rows': 100,
     'dtype': torch.float32}): the call is allowed when its first argument is a matrix with that
-    many rows and that dtype, refused otherwise (a plain name: always refused). 'shape=30x4':
-    a matrix of that shape or its transpose. 'equals=...' (:func:`equal_to`): that matrix."""
+    many rows and that dtype, refused otherwise (a plain name: always refused). 'equals=...'
+    (:func:`equal_to`): that matrix."""
     base, *parts = name.split("|")
     condition = {}
     for part in parts:
         key, _, value = part.partition("=")
         condition[key] = int(value) if key == "rows" else \
-            tuple(int(n) for n in value.split("x")) if key == "shape" else \
             _matrix(value) if key == "equals" else getattr(torch, value)
     return base, condition
 
@@ -446,7 +445,6 @@ def _allowed(condition, args, kwargs):
     first = args[0] if args else next((kwargs[k] for k in ("A", "input", "self") if k in kwargs), None)
     return (isinstance(first, torch.Tensor) and first.dim() >= 2
             and first.shape[-2] == condition.get("rows", first.shape[-2])
-            and sorted(first.shape[-2:]) == sorted(condition.get("shape", first.shape[-2:]))
             and first.dtype == condition.get("dtype", first.dtype)
             and ("equals" not in condition or _is_matrix(first, condition["equals"])))
 
@@ -664,7 +662,6 @@ class Forbidden:
         if condition:
             what = " ".join(filter(None, (
                 f"{condition['rows']}-row" if "rows" in condition else "",
-                "×".join(map(str, condition["shape"])) if "shape" in condition else "",
                 "×".join(map(str, condition["equals"].shape)) if "equals" in condition else "",
                 str(condition["dtype"]).replace("torch.", "") if "dtype" in condition else "")))
             return (f"your solution called {base} on something other than the {what} matrix "
