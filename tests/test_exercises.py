@@ -101,6 +101,22 @@ def test_expect_tensor_close_is_torch_isclose_entry_by_entry():
         as_tensor({}, "x")
 
 
+def test_a_float64_result_made_in_float32_is_named_by_its_values():
+    """A float64 result whose every entry is a float32 number was computed in float32 and cast
+    back: the message says so. A float64 miss of the same size is not blamed on float32, and
+    neither are whole numbers (every one of which is a float32 number)."""
+    from mathref.checks.core import CheckFailure, expect_tensor_close
+
+    want = torch.linspace(0.1, 2.0, 7, dtype=torch.float64).exp()
+    cast_back = want.float().double()
+    float64_miss = want + (cast_back - want).abs().max()
+    for got, named in [(cast_back, True), (float64_miss, False),
+                       (want.round() + 1, False)]:
+        with pytest.raises(CheckFailure) as failure:
+            expect_tensor_close(got, want, "x", rtol=1e-12)
+        assert ("every entry of your result is a float32 number" in str(failure.value)) == named
+
+
 def test_without_autograd_refuses_each_autograd_entry_point():
     """The wrapper behind every "without autograd" exercise: a hand-written gradient passes,
     and each way of asking autograd fails with a message that says why."""

@@ -3,7 +3,7 @@ import torch
 from torch import nn
 
 from mathref.checks.core import integer, rng, seed_global
-from mathref.checks.core import AUTOGRAD_FUNCTIONAL
+from mathref.checks.core import AUTOGRAD_FUNCTIONAL, FLOAT32_CAST_BACK, cast_back_from_float32
 from mathref.checks.core import (exercise, expect, expect_callable, expect_close, expect_tensor_close,
                                  without_autograd)
 
@@ -46,9 +46,8 @@ def _near_miss_cause(got, exact):
     which changes sign, since it integrates to 0 over the line) plus rounding noise, so it
     changes sign on [−12, 12]; an added constant or a scale factor does not, and gets no cause."""
     d = got - exact
-    if bool((got.float().double() == got).all()):
-        return ("; every value returned is a float32 number: arithmetic in float32 leaves errors "
-                "of this size")
+    if cast_back_from_float32(got):
+        return f"; {FLOAT32_CAST_BACK}"
     if d.max().item() > 0 and d.min().item() < 0:
         return ("; the error changes sign along z, as a difference quotient's does (its "
                 "truncation error is a multiple of a higher derivative of σ): a difference quotient "
@@ -226,9 +225,8 @@ def check_ch03_output_delta(output_delta):
             # the cause named as the values show it: float32 arithmetic cast back leaves float32
             # numbers only; otherwise a difference quotient, whose error (the size of a
             # one-sided step) stands out on the rows of the N = 6 case close to their targets
-            if bool((got64.float().double() == got64).all()):
-                cause = ("; every value returned is a float32 number: arithmetic in float32 "
-                         "leaves errors of this size")
+            if cast_back_from_float32(got64):
+                cause = f"; {FLOAT32_CAST_BACK}"
             else:
                 rows = " (every other row of Ŷ is close to its row of Y here)" if n == 6 else ""
                 cause = (f"; a difference quotient leaves errors of this size{rows}: a one-sided "

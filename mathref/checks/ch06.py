@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from mathref.checks.core import integer, rng, uniform
+from mathref.checks.core import FLOAT32_CAST_BACK, cast_back_from_float32, integer, rng, uniform
 from mathref.checks.numpy_use import refuse_named_numpy
 from mathref.checks.core import (CheckFailure, as_tensor, exercise, expect,
                                  expect_callable, expect_close, expect_tensor_close)
@@ -190,10 +190,8 @@ def _float32_hint(name, mine, theirs, inputs, t, args):
     """Name float32 only where the miss is float32 rounding: the returned tensor holds nothing but
     float32 values (computed in float32 and cast back), or it is off by no more than the correct
     step computed in float32 from the same inputs is (times 4). Otherwise no hint."""
-    if torch.equal(mine.float().double(), mine) and not torch.equal(theirs.float().double(),
-                                                                     theirs):
-        return (f". Every entry of your {name} is a float32 number: it was computed in float32 "
-                "and cast back, so it carries float32 rounding: compute in float64")
+    if cast_back_from_float32(mine, theirs):
+        return f"; {FLOAT32_CAST_BACK}"
     theta, grad, m, v = (x.float() for x in inputs)
     lr, beta1, beta2, eps = args[:4]
     wd = args[4] if len(args) > 4 else 0.0

@@ -9,7 +9,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from mathref.checks.ch13 import ATTENTION_CALLS
-from mathref.checks.core import is_remote, rng
+from mathref.checks.core import FLOAT32_CAST_BACK, cast_back_from_float32, is_remote, rng
 from mathref.checks.remote import remote_apply
 from mathref.checks.core import (CheckFailure, as_tensor, exercise, expect, expect_callable,
                                  expect_close, expect_tensor_close)
@@ -303,10 +303,8 @@ def _expect_one_matrix_product(unit_distances, apply, unit, U_small, V_small, U_
 def _float32_inside(got, inputs_dtype):
     """A hint when a float64 result holds only float32 numbers: computed in float32, cast back
     (the distance of a vector to itself is then √(2·2⁻²⁴)-sized, not a clamp's floor)."""
-    if inputs_dtype == torch.float64 and torch.equal(got.float().double(), got) \
-            and not torch.equal(got.round(), got):
-        return (" (every entry of your result is a float32 number: it was computed in float32 "
-                "and cast back to float64; compute in the inputs' dtype)")
+    if inputs_dtype == torch.float64 and cast_back_from_float32(got):
+        return f" ({FLOAT32_CAST_BACK})"
     return ""
 
 

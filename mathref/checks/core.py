@@ -245,12 +245,28 @@ def expect_tensor_close(got, want, what, rtol=1e-8, atol=1e-10, tensor_only=Fals
 _LOW_PRECISION = (torch.float32, torch.float16, torch.bfloat16)
 
 
+FLOAT32_CAST_BACK = ("every entry of your result is a float32 number: it was computed in "
+                     "float32 and cast back to float64, so it carries float32 rounding (about "
+                     "6e-8 relative): compute in float64")
+
+
+def cast_back_from_float32(got, want=None):
+    """Whether the float64 tensor ``got`` holds only float32 numbers, not all of them whole (and
+    ``want``, if given, does not): the mark of float32 arithmetic cast back to float64."""
+    def only_float32(x):
+        return torch.equal(x.float().double(), x)
+    return (isinstance(got, torch.Tensor) and got.dtype == torch.float64 and only_float32(got)
+            and not torch.equal(got.round(), got) and (want is None or not only_float32(want)))
+
+
 def _precision_hint(got, want, atol):
     """A likely cause when a float64 check is missed by a float32-sized error."""
     if want.dtype != torch.float64 or not got.is_floating_point():
         return ""
     if got.dtype in _LOW_PRECISION:
         return f". Your result is {got.dtype}: compute in float64"
+    if cast_back_from_float32(got, want):
+        return f"; {FLOAT32_CAST_BACK}"
     relative = ((got - want).abs() / want.abs().clamp_min(max(atol, 1e-300))).max().item()
     if 1e-9 < relative < 1e-5:
         return (f". A difference this small (relative {relative:.1g}) is the size of float32 "
