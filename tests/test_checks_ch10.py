@@ -46,6 +46,18 @@ def test_one_hot_embedding_accepts_the_product():
         lambda ids, E: torch.nn.functional.one_hot(ids, E.shape[0]).to(E.dtype) @ E)
 
 
+# The statement says what the check enforces ("not by indexing"): a dense formula over the V axis
+# with the product's rows and gradient passes, the masked sum (which is the product) and the masked
+# maximum (which the statement names) alike
+@pytest.mark.parametrize("reduce", ["sum", "amax"])
+def test_one_hot_embedding_accepts_a_masked_reduction_over_the_vocabulary(reduce):
+    def masked(ids, E):
+        hit = torch.nn.functional.one_hot(ids, E.shape[0]).bool()[..., None]
+        fill = 0.0 if reduce == "sum" else float("-inf")
+        return getattr(torch.where(hit, E, fill), reduce)(-2)
+    checks.check_ch10_one_hot_embedding(masked)
+
+
 def _one_hot_by_broadcast(ids, E):
     a, b = torch.broadcast_tensors(ids[..., None], torch.arange(E.shape[0]))
     return (a == b).to(E.dtype) @ E
