@@ -16,7 +16,7 @@ for module in pkgutil.iter_modules(exercises.__path__):
 CASES = [(label, i) for label, answers in sorted(CHEATS.items()) for i in range(len(answers))]
 # every exercise whose statement says "without autograd" / "no autograd" in chapters 1-4
 MUST_BE_ENFORCED = {"ch02-mse-gradient", "ch03-output-delta", "ch03-two-layer-backward",
-                    "ch04-linear-tanh-vjp"}
+                    "ch04-linear-tanh-vjp", "ch04-two-layer-jvp"}
 
 
 def test_every_without_autograd_exercise_has_a_cheat_to_refuse():

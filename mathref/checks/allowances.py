@@ -87,6 +87,8 @@ ALLOWANCES = {
     "ch04-linear-tanh-vjp": dict(ops=("linear", "inner"), mathref=("mathref.nn",),
                                  allows="F.linear, torch.inner, and mathref.nn's forward pass "
                                         "and activations"),
+    "ch04-two-layer-jvp": dict(ops=("linear", "inner"),
+                               allows="F.linear and torch.inner (matrix products by any name)"),
     "ch04-silu-backward": dict(ops=("special_expit",),
                                allows="torch.sigmoid (or torch.special.expit)"),
     # the loss's gradient is softmax − one-hot (either softmax, and one_hot, allowed); the

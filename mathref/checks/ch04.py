@@ -16,7 +16,7 @@ from mathref.checks.core import CheckFailure, ForbiddenCall, LOOKED_UP, _refusin
 
 __all__ = ["check_ch04_sigmoid_backward", "check_ch04_topological_order",
            "check_ch04_embedding_cross_entropy_backward",
-           "check_ch04_linear_tanh_vjp", "check_ch04_silu_backward"]
+           "check_ch04_linear_tanh_vjp", "check_ch04_two_layer_jvp", "check_ch04_silu_backward"]
 
 
 # finite differences stand in for a derivation; the engine's own backward does it for the student
@@ -329,6 +329,86 @@ def check_ch04_linear_tanh_vjp(linear_tanh_vjp):
                    + (_low_precision_hint(precision, "the chain rule",
                                           err / want.abs().max().item()) if err < 1e-5 else ""))
     return "grad_x = (v ⊙ (1 − y²)) Wᵀ, grad_W = xᵀ (v ⊙ (1 − y²))"
+
+
+_JVP_BECAUSE = ("two_layer_jvp must carry the tangent through the two layers itself (forward "
+                "mode), with matrix products")
+# (n, h, m, k): k directions as the columns of U, or one direction (None). With h = m = k a
+# vector of length h or m broadcasts along the wrong axis of an (h, k) or (m, k) matrix without
+# an error; with m = n the vector–Jacobian product uᵀJ (reverse mode) has Ju's shape
+_JVP_CASES = ((4, 6, 4, None), (5, 3, 3, 3), (6, 4, 7, 3), (5, 4, 3, None))
+
+
+def _two_layer(X, V, w):
+    return torch.tanh(V @ torch.tanh(X @ w))
+
+
+def _jvp_slips(X, V, w, u):
+    """Typical wrong tangents for F(w) = tanh(V tanh(Xw)) along u, each with its hint."""
+    a, y = torch.tanh(X @ w), _two_layer(X, V, w)
+    col = (lambda t: t[:, None]) if u.dim() == 2 else (lambda t: t)
+    Xu = X @ u
+    slips = [(col(1 - y ** 2) * (V @ Xu), "the inner tanh′ factor 1 − a² (a = tanh(Xw)) is "
+                                            "missing: the tangent of a is (1 − a²) ⊙ Xu"),
+             (V @ (col(1 - a ** 2) * Xu), "the outer tanh′ factor 1 − F² is missing"),
+             (col(1 - y) * (V @ (col(1 - a) * Xu)), "tanh′ = 1 − tanh², squared, not 1 − tanh")]
+    if u.dim() == 2 and u.shape[1] == a.shape[0] == y.shape[0]:
+        slips.append(((1 - y ** 2) * (V @ ((1 - a ** 2) * Xu)),
+                      "with k directions, 1 − a² multiplies each column of XU: write "
+                      "(1 − a²)[:, None] * (X @ U), and the same for 1 − F²; without [:, None] "
+                      "a vector broadcasts along the rows (no error here, since k = h = m)"))
+    if u.dim() == 1 and X.shape[1] == V.shape[0]:
+        slips.append((X.T @ ((1 - a ** 2) * (V.T @ ((1 - y ** 2) * u))),
+                      "that is uᵀJ, the vector–Jacobian product of reverse mode (the transposed "
+                      "matrices, applied last layer first); forward mode computes Ju, first "
+                      "layer first"))
+    return slips
+
+
+@exercise("ch04-two-layer-jvp",
+          forbid=("torch.ops.aten.tanh_backward",) + _FINITE_DIFFERENCES + AUTOGRAD_FUNCTIONAL,
+          because=_JVP_BECAUSE)
+def check_ch04_two_layer_jvp(two_layer_jvp):
+    """two_layer_jvp(X, V, w, u) returns (F(w), Ju) for F(w) = tanh(V tanh(Xw)) and J = ∂F/∂w,
+    u one direction (n,) or k directions (n, k); compared with torch.func.jvp."""
+    expect_callable(two_layer_jvp, "two_layer_jvp(X, V, w, u)")
+    precision = _Precision()
+    by_hand = _watched(without_autograd(two_layer_jvp), "ch04-two-layer-jvp", _JVP_BECAUSE,
+                       precision)
+    for case, (n, h, m, k) in enumerate(_JVP_CASES):
+        gen = rng(40 + case)
+        X = torch.randn(h, n, generator=gen, dtype=torch.float64) / n ** 0.5
+        V = torch.randn(m, h, generator=gen, dtype=torch.float64) / h ** 0.5
+        w = torch.randn(n, generator=gen, dtype=torch.float64)
+        u = torch.randn(*((n,) if k is None else (n, k)), generator=gen, dtype=torch.float64)
+        what = (f"n = {n}, h = {h}, m = {m}, " + ("one direction u of shape "
+                f"({n},)" if k is None else f"k = {k} directions, U of shape ({n}, {k})"))
+        got = by_hand(X.clone(), V.clone(), w.clone(), u.clone())
+        expect(isinstance(got, (tuple, list)) and len(got) == 2,
+               f"return two tensors: (F(w), Ju) ({what})")
+        value = _two_layer(X, V, w)
+        # the oracle: PyTorch's forward mode, one direction at a time
+        columns = u.T if k is not None else u[None]
+        tangent = torch.stack([torch.func.jvp(lambda w_: _two_layer(X, V, w_), (w,), (c,))[1]
+                               for c in columns], dim=-1)
+        tangent = tangent if k is not None else tangent[:, 0]
+        for name, g, want, slips, oracle in (
+                ("F(w)", got[0], value, (), "tanh(V tanh(Xw))"),
+                ("Ju", got[1], tangent, _jvp_slips(X, V, w, u), "torch.func.jvp")):
+            _expect_float64(g, want, f"{name} ({what})")
+            g = torch.as_tensor(g, dtype=torch.float64)
+            expect(tuple(g.shape) == tuple(want.shape), f"{name} ({what}): expected shape "
+                   f"{tuple(want.shape)}, got {tuple(g.shape)}")
+            for slip, hint in slips:
+                expect(not _matches(g, slip), f"{name} differs from {oracle} ({what}): {hint}")
+            err = (g - want).abs().max().item()
+            # tight: the chain rule in any arrangement is within a few units of float64
+            # rounding of torch.func.jvp; a central difference misses by 1e-10 or more
+            expect(err < 1e-14 * (1 + want.abs().max().item()), f"{name} differs from "
+                   f"{oracle} by up to {err:.3g} ({what})"
+                   + (_low_precision_hint(precision, "the chain rule",
+                                          err / want.abs().max().item()) if err < 1e-5 else ""))
+    return "Ju = (1 − F²) ⊙ V((1 − a²) ⊙ Xu), a = tanh(Xw), in one pass"
 
 
 def _silu_function(backward_fn):

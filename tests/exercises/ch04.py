@@ -631,3 +631,140 @@ def bigram_by_torch_func(ids, targets, E, W):
 
 AUTOGRAD_CHEATS["ch04-embedding-cross-entropy-backward"] = [bigram_by_backward,
                                                             bigram_by_torch_func]
+
+
+# ---------------------------------------------------------------- ch04-two-layer-jvp
+# (X, V, w, u) -> (F(w), Ju) for F(w) = tanh(V tanh(Xw)); u one direction (n,) or k (n, k)
+def _columns(t, u):
+    return t[:, None] if u.dim() == 2 else t
+
+
+def jvp_broadcast_along_rows(X, V, w, u):     # (1 − a²) * (X @ U): the wrong axis when k = h
+    a = torch.tanh(X @ w)
+    y = torch.tanh(V @ a)
+    return y, (1 - y ** 2) * (V @ ((1 - a ** 2) * (X @ u)))
+
+
+def jvp_reverse_mode(X, V, w, u):             # uᵀJ, the vector–Jacobian product
+    a = torch.tanh(X @ w)
+    y = torch.tanh(V @ a)
+    return y, X.T @ (_columns(1 - a ** 2, u) * (V.T @ (_columns(1 - y ** 2, u) * u)))
+
+
+def jvp_no_inner_derivative(X, V, w, u):
+    y = torch.tanh(V @ torch.tanh(X @ w))
+    return y, _columns(1 - y ** 2, u) * (V @ (X @ u))
+
+
+def jvp_one_minus_tanh(X, V, w, u):
+    a = torch.tanh(X @ w)
+    y = torch.tanh(V @ a)
+    return y, _columns(1 - y, u) * (V @ (_columns(1 - a, u) * (X @ u)))
+
+
+def jvp_by_central_difference(X, V, w, u, h=1e-6):
+    F = lambda w_: torch.tanh(V @ torch.tanh(X @ w_))
+    if u.dim() == 1:
+        return F(w), (F(w + h * u) - F(w - h * u)) / (2 * h)
+    return F(w), torch.stack([(F(w + h * c) - F(w - h * c)) / (2 * h) for c in u.T], dim=1)
+
+
+def jvp_in_float32(X, V, w, u):               # the right formula, computed in float32 inside
+    a = torch.tanh(X.float() @ w.float())
+    y = torch.tanh(V.float() @ a)
+    t = _columns(1 - y ** 2, u) * (V.float() @ (_columns(1 - a ** 2, u) * (X.float() @ u.float())))
+    return y.double(), t.double()
+
+
+def jvp_by_torch_func(X, V, w, u):            # PyTorch's forward mode
+    F = lambda w_: torch.tanh(V @ torch.tanh(X @ w_))
+    if u.dim() == 1:
+        return torch.func.jvp(F, (w,), (u,))
+    return F(w), torch.stack([torch.func.jvp(F, (w,), (c,))[1] for c in u.T], dim=1)
+
+
+def jvp_by_dual_tensors(X, V, w, u):          # torch.autograd.forward_ad's dual tensors
+    import torch.autograd.forward_ad as fwAD
+    F = lambda w_: torch.tanh(V @ torch.tanh(X @ w_))
+    columns = [u] if u.dim() == 1 else list(u.T)
+    tangents = []
+    with fwAD.dual_level():
+        for c in columns:
+            tangents.append(fwAD.unpack_dual(F(fwAD.make_dual(w, c))).tangent)
+    return F(w), tangents[0] if u.dim() == 1 else torch.stack(tangents, dim=1)
+
+
+def jvp_by_two_vjps(X, V, w, u):              # the double-backward trick: Ju from reverse mode
+    with torch.enable_grad():
+        w_ = w.detach().clone().requires_grad_(True)
+        y = torch.tanh(V @ torch.tanh(X @ w_))
+        v = torch.zeros_like(y, requires_grad=True)
+        (g,) = torch.autograd.grad(y, w_, v, create_graph=True)
+        (ju,) = torch.autograd.grad(g, v, u)
+    return y.detach(), ju
+
+
+def jvp_by_complex_step(X, V, w, u):         # Im F(w + iεu)/ε: exact to rounding, not derived
+    F = lambda w_: torch.tanh(V.to(torch.complex128) @ torch.tanh(X.to(torch.complex128) @ w_))
+    U = u if u.dim() == 2 else u[:, None]
+    t = torch.stack([F(w + 1e-30j * c).imag / 1e-30 for c in U.T], dim=1)
+    return F(w).real, (t if u.dim() == 2 else t[:, 0])
+
+
+WRONG_ANSWERS["ch04-two-layer-jvp"] = [
+    jvp_broadcast_along_rows, jvp_reverse_mode, jvp_no_inner_derivative, jvp_one_minus_tanh,
+    jvp_by_central_difference, jvp_in_float32, jvp_by_complex_step]
+AUTOGRAD_CHEATS["ch04-two-layer-jvp"] = [jvp_by_torch_func, jvp_by_dual_tensors, jvp_by_two_vjps]
+SHORTCUTS["ch04-two-layer-jvp"] = [
+    "import torch\n\n"
+    "def two_layer_jvp(X, V, w, u):\n"
+    "    F = lambda w: torch.tanh(V @ torch.tanh(X @ w))\n"
+    "    if u.dim() == 1:\n"
+    "        return torch.func.jvp(F, (w,), (u,))\n"
+    "    return F(w), torch.func.vmap(lambda c: torch.func.jvp(F, (w,), (c,))[1], 1, 1)(u)\n",
+    "import torch\n\n"
+    "def two_layer_jvp(X, V, w, u):\n"
+    "    F = lambda w: torch.tanh(V @ torch.tanh(X @ w))\n"
+    "    if u.dim() == 1:\n"
+    "        return torch.autograd.functional.jvp(F, w, u)\n"
+    "    return F(w), torch.autograd.functional.jacobian(F, w) @ u\n",
+    # PyTorch's backward kernel of tanh as the tangent's factor (1 − y²)·t
+    "import torch\n\n"
+    "def two_layer_jvp(X, V, w, u):\n"
+    "    a, U = torch.tanh(X @ w), (u if u.dim() == 2 else u[:, None])\n"
+    "    y = torch.tanh(V @ a)\n"
+    "    t = torch.ops.aten.tanh_backward(V @ torch.ops.aten.tanh_backward(X @ U, a[:, None]), y[:, None])\n"
+    "    return y, (t if u.dim() == 2 else t[:, 0])\n",
+]
+RIGHT_ANSWERS["ch04-two-layer-jvp"] = [
+    # dual numbers a + ȧε on tensors, as in section 4.3's Dual
+    "import torch\n\n"
+    "class Dual:\n"
+    "    def __init__(self, val, dot):\n"
+    "        self.val, self.dot = val, dot\n\n"
+    "    def __rmatmul__(self, M):\n"
+    "        return Dual(M @ self.val, M @ self.dot)\n\n"
+    "    def tanh(self):\n"
+    "        t = torch.tanh(self.val)\n"
+    "        d = 1 - t ** 2\n"
+    "        return Dual(t, (d[:, None] if self.dot.dim() == 2 else d) * self.dot)\n\n"
+    "def two_layer_jvp(X, V, w, u):\n"
+    "    out = (V @ (X @ Dual(w, u)).tanh()).tanh()\n"
+    "    return out.val, out.dot\n",
+    # one direction at a time, the k columns stacked; 1/cosh² as tanh′
+    "import torch\n\n"
+    "def two_layer_jvp(X, V, w, u):\n"
+    "    z1 = X @ w\n"
+    "    z2 = V @ torch.tanh(z1)\n"
+    "    one = lambda c: (V @ ((X @ c) / torch.cosh(z1) ** 2)) / torch.cosh(z2) ** 2\n"
+    "    if u.dim() == 1:\n"
+    "        return torch.tanh(z2), one(u)\n"
+    "    return torch.tanh(z2), torch.stack([one(c) for c in u.T], dim=1)\n",
+    # the whole Jacobian diag(1 − y²) V diag(1 − a²) X, then times u (more work, still exact)
+    "import torch\n\n"
+    "def two_layer_jvp(X, V, w, u):\n"
+    "    a = torch.tanh(torch.einsum('hn,n->h', X, w))\n"
+    "    y = torch.tanh(torch.einsum('mh,h->m', V, a))\n"
+    "    J = torch.diag(1 - y ** 2) @ V @ torch.diag(1 - a ** 2) @ X\n"
+    "    return y, J @ u\n",
+]
