@@ -381,8 +381,10 @@ def _ridge_slips(X, y, lams):
 
 # (matrix_rank counts the σ above a tolerance: on X harmless, a function of X's σ; on any other
 # matrix, bisecting its tolerance would read off that matrix's σ, so it is held to X as well)
+# (and the operators behind them, called through torch.ops: chapter 2's delta read, N1)
 _SVDS = ("torch.linalg.svd", "torch.svd", "torch.Tensor.svd", "torch.linalg.svdvals",
-         "torch.linalg.matrix_rank")
+         "torch.linalg.matrix_rank", "torch.ops.aten.linalg_svd", "torch.ops.aten._linalg_svd",
+         "torch.ops.aten.svd", "torch.ops.aten.linalg_svdvals", "torch.ops.aten.linalg_matrix_rank")
 
 
 def _on_x_itself(ridge_svd, X, y, lams):

@@ -479,13 +479,14 @@ class _TorchFunctions(TorchFunctionMode):
 
 
 class _AtenOps(TorchDispatchMode):
-    def __init__(self, blocked):
+    def __init__(self, blocked, conditions=None):
         super().__init__()
-        self.blocked = blocked
+        self.blocked, self.conditions = blocked, conditions or {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = self.blocked.get(func.overloadpacket)
-        if name is not None:
+        packet = func.overloadpacket
+        name = self.blocked.get(packet)
+        if name is not None and not _allowed(self.conditions.get(packet), args, kwargs or {}):
             _hit(name)
             raise PermissionError(_SENTINEL, name)
         return func(*args, **(kwargs or {}))
@@ -584,13 +585,18 @@ class Forbidden:
     def __enter__(self):
         self.hits = []
         self._wrappers = set()      # the decorator wrappers among the swapped functions (ids)
-        functions, aten, conditions = {}, {}, {}
+        functions, aten, conditions, aten_conditions = {}, {}, {}, {}
         for name in self.names:
             base, condition = _condition(name)
             obj = _resolve(base)
             if obj is None:
                 continue
-            if condition:       # a PyTorch function allowed on some arguments only
+            if condition and name.startswith("torch.ops."):
+                # an operator allowed on some arguments only: held to them where the dispatch
+                # mode sees it (a composite one decomposes into operators the rule names too)
+                packet = getattr(obj, "overloadpacket", obj)
+                aten[packet], aten_conditions[packet] = name, condition
+            elif condition:     # a PyTorch function allowed on some arguments only
                 functions[obj], conditions[obj] = name, condition
             elif name.startswith("torch.ops."):
                 packet = getattr(obj, "overloadpacket", obj)
@@ -643,7 +649,7 @@ class Forbidden:
         if functions:
             self._modes.append(_TorchFunctions(functions, conditions))
         if aten:
-            self._modes.append(_AtenOps(aten))
+            self._modes.append(_AtenOps(aten, aten_conditions))
         for mode in self._modes:
             mode.__enter__()
         return self

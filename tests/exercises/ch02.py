@@ -974,7 +974,40 @@ SHORTCUTS["ch02-ridge-svd"] = [
     "    return torch.stack(rows)\n",
 ]
 
+# the SVD operators called through torch.ops on another matrix (chapter 2's delta read, N1:
+# the rule held the Python functions only, and these three passed the grader): of XᵀX, of
+# XᵀX + λI per λ, of the stacked [X; √λI]
+SHORTCUTS["ch02-ridge-svd"] += [
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    V, mu, _ = torch.ops.aten.linalg_svd(X.T @ X)\n"
+    "    return ((V.T @ (X.T @ y)) / (mu + lams[:, None])) @ V.T\n",
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    I = torch.eye(X.shape[1], dtype=X.dtype)\n"
+    "    rows = []\n"
+    "    for lam in lams:\n"
+    "        U, S, Vh = torch.ops.aten._linalg_svd.default(X.T @ X + lam * I)\n"
+    "        rows.append(Vh.T @ ((U.T @ (X.T @ y)) / S))\n"
+    "    return torch.stack(rows)\n",
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    d = X.shape[1]\n"
+    "    rows = []\n"
+    "    for lam in lams:\n"
+    "        A = torch.cat([X, lam.sqrt() * torch.eye(d, dtype=X.dtype)])\n"
+    "        b = torch.cat([y, torch.zeros(d, dtype=X.dtype)])\n"
+    "        U, S, V = torch.ops.aten.svd(A)\n"
+    "        rows.append(V @ ((U.T @ b) / S))\n"
+    "    return torch.stack(rows)\n",
+]
+
 RIGHT_ANSWERS["ch02-ridge-svd"] = [
+    # the SVD operator through torch.ops, on X itself: allowed like torch.linalg.svd(X)
+    "import torch\n\n"
+    "def ridge_svd(X, y, lams):\n"
+    "    U, S, Vh = torch.ops.aten._linalg_svd(X, full_matrices=False)\n"
+    "    return (S * (U.T @ y) / (S ** 2 + lams[:, None])) @ Vh\n",
     # one SVD per λ, with the old torch.svd (V, not Vᵀ)
     "import torch\n\n"
     "def ridge_svd(X, y, lams):\n"
