@@ -273,6 +273,10 @@ def test_the_assignment_gives_labels_check_calls_and_solution_names(tmp_path):
     assert [e["label"] for e in assignment["exercises"]] == LABELS
     assert [e["names"] for e in assignment["exercises"]] == [["square"], ["descend"],
                                                               ["grad_of_sum_of_squares"]]
+    assert assignment["dtype"] == "float32"
+    # the default dtype in force at the first check cell: chapter 6 sets float64
+    assert load_assignment(ROOT / "notebooks" / "06_optimizers.ipynb")["dtype"] == "float64"
+    assert load_assignment(ROOT / "notebooks" / "05_losses.ipynb")["dtype"] == "float32"
     nb = selftest_assignment()
     assert find_solution(nb, ["descend"], 1).startswith("def descend(")
     nb.cells = [c for c in nb.cells if "def descend" not in c.source]
@@ -737,15 +741,43 @@ RED_TEAM = {
 }
 
 
+# right answers that make tensors of Python numbers without a dtype: chapter 6 sets float64 as
+# the default before its checks, so these pass in the notebook, and must under the grader too
+# (chapter 6's delta read, M-a: the grader ran them under float32 and failed them)
+DEFAULT_FLOAT64 = {
+    "ch06-adam-step": (
+        "import torch\n\n"
+        "def adam_step(theta, grad, m, v, t, lr, beta1, beta2, eps):\n"
+        "    m = beta1 * m + (1 - beta1) * grad\n"
+        "    v = beta2 * v + (1 - beta2) * grad ** 2\n"
+        "    v_hat = v / (1 - beta2 ** t)\n"
+        "    theta = theta - lr * (m / (1 - beta1 ** t)) / (v_hat.sqrt() + torch.tensor(eps))\n"
+        "    return theta, m, v\n"),
+    "ch06-warmup-cosine": (
+        "import math\n"
+        "import torch\n\n"
+        "def lr_at(step, warmup_steps, total_steps, lr_max, lr_min):\n"
+        "    if step < warmup_steps:\n"
+        "        return lr_max * (step + 1) / warmup_steps\n"
+        "    if step > total_steps:\n"
+        "        return lr_min\n"
+        "    angle = math.pi * (step - warmup_steps) / (total_steps - warmup_steps)\n"
+        "    return lr_min + 0.5 * (lr_max - lr_min) * (1 + torch.cos(torch.tensor(angle)).item())\n")}
+
+
 def test_the_red_teams_reproducers_are_refused_before_running(tmp_path):
     """Red team H1-H3 through ``python -m mathref.grade``: each reproducer is refused before
-    it runs, naming the construct; the submission's other exercises are graded as usual."""
+    it runs, naming the construct; the submission's other exercises are graded as usual. In
+    the same run, answers that rely on chapter 6's default dtype, float64, pass."""
     source = read(ROOT / "notebooks" / "06_optimizers.ipynb")
     folder = tmp_path / "subs"
     folder.mkdir()
     for name, (label, body) in RED_TEAM.items():
         nbformat.write(_attempting(source, {label: body}), folder / f"{name}.ipynb")
+    nbformat.write(_attempting(source, DEFAULT_FLOAT64), folder / "float64.ipynb")
     run, rows = _grade_folder_cli(folder, source, tmp_path)
+    for label in DEFAULT_FLOAT64:
+        assert rows["float64"][label] == "pass", run.stdout
     why = {"h1": "defining `__setattr__`", "h2": "class patterns in `match`",
            "h3": "binding the name `self`"}
     for name, (label, _) in RED_TEAM.items():

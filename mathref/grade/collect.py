@@ -114,7 +114,35 @@ def load_assignment(path):
                           "names": sorted(names or []), "stub": stub})
     if not exercises:
         raise ValueError(f"{path}: no check cells (checks.check_<label>(...))")
-    return {"path": str(path), "setup": code[0].source, "exercises": exercises}
+    return {"path": str(path), "setup": code[0].source, "exercises": exercises,
+            "dtype": default_dtype(nb)}
+
+
+# the default dtypes a chapter may set for its checks (the grader applies the chapter's)
+DTYPES = ("float32", "float64")
+
+
+def default_dtype(nb):
+    """The default dtype in force at the chapter's first check cell: the last top-level
+    ``torch.set_default_dtype(torch.<dtype>)`` of the instructor's notebook before it (chapter 6
+    sets float64), else float32. Its check cells run under it in the notebook, so the grader
+    calls the answers and runs the checkers under it too (chapter 6's delta read, M-a:
+    ``torch.tensor(eps)`` was float64 in the notebook and float32 under the grader)."""
+    dtype, first_check = "float32", min((i for i, _ in check_calls(nb)), default=len(nb.cells))
+    for cell in nb.cells[:first_check]:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            call = node.value if isinstance(node, ast.Expr) else None
+            if (isinstance(call, ast.Call) and ast.unparse(call.func) == "torch.set_default_dtype"
+                    and len(call.args) == 1 and ast.unparse(call.args[0]).removeprefix("torch.")
+                    in DTYPES):
+                dtype = ast.unparse(call.args[0]).removeprefix("torch.")
+    return dtype
 
 
 

@@ -244,7 +244,8 @@ def _verify_some(session, workdir, exercises, group):
         exercise["channel"] = [from_worker[0], to_worker[1]]        # the verifier's ends
         pending.append((exercise["label"], (to_worker[0], from_worker[1])))
     out_r, out_w = pipe()
-    job = {"setup": session.assignment["setup"], "exercises": exercises,
+    job = {"setup": session.assignment["setup"], "dtype": session.assignment["dtype"],
+           "exercises": exercises,
            "exercise_timeout": session.exercise_timeout, "seed": session.seed}
     (job_dir / "job.json").write_text(json.dumps(job), encoding="utf-8")
     os.chmod(job_dir / "job.json", 0o644)

@@ -125,6 +125,17 @@ def derived_seed(secret, purpose, number):
 def verify(job, emit, connect=lambda exercise: Worker(*exercise["channel"])):
     """Verify the job's exercises in order, ``emit(label, verdict, message)`` for each, each
     against its own worker (``connect(exercise)``)."""
+    # the chapter's default dtype (collect.default_dtype), for the checkers here and, through
+    # _context, for the answers in the worker: as in the notebook
+    dtype, before = job.get("dtype", "float32"), torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, dtype if dtype in ("float32", "float64") else "float32"))
+    try:
+        _verify_each(job, emit, connect)
+    finally:
+        torch.set_default_dtype(before)
+
+
+def _verify_each(job, emit, connect):
     setup_error = None
     for exercise in job["exercises"]:
         label = exercise["label"]
