@@ -163,16 +163,21 @@ def test_a_right_answer_under_a_grad_mode_decorator_passes(label, decorator, cap
     assert f"✅ {label}: passed" in capsys.readouterr().out
 
 
-def test_work_handed_to_a_thread_started_before_the_check_is_refused(capsys):
+@pytest.mark.parametrize("server", [
+    "threading.Thread(target=_serve, daemon=True)",
+    # chapter 2's delta read, N2: the target behind a partial, and a Timer's function
+    "threading.Thread(target=functools.partial(_serve), daemon=True)",
+    "threading.Timer(0, _serve)"])
+def test_work_handed_to_a_thread_started_before_the_check_is_refused(server, capsys):
     """Chapter 2's read, P2: the gate holds in the calling thread only, so a thread the solution
     cell started before the check could do the refused work for the answer, which hands it over
     and waits. A thread running the answer's code when the check starts is refused."""
-    source = ("import queue, threading, torch\n\n"
+    source = ("import functools, queue, threading, torch\n\n"
               "_jobs, _done = queue.Queue(), queue.Queue()\n\n"
               "def _serve():\n"
               "    while (job := _jobs.get()) is not None:\n"
               "        _done.put(job())\n\n"
-              "_server = threading.Thread(target=_serve, daemon=True)\n"
+              f"_server = {server}\n"
               "_server.start()\n\n"
               "def attention(q, k, v, mask=None):\n"
               "    _jobs.put(lambda: torch.nn.functional.scaled_dot_product_attention(\n"

@@ -32,7 +32,7 @@ def main(argv=None):
                         help="also write the report (always printed) to this file")
     parser.add_argument("--timeout", type=int, default=120,
                         help="wall-clock seconds to execute each notebook for the record "
-                             "(default: 120; chapters 13-15 need 300-600)")
+                             "(default: 120; chapters 13-16 need 300-600)")
     parser.add_argument("--exercise-timeout", type=int, default=60,
                         help="seconds for each exercise's verification, the worker's start "
                              "included (default: 60)")
