@@ -213,3 +213,51 @@ def test_a_difference_of_the_softmax_along_g_p_is_refused_where_g_p_is_uneven(an
     with pytest.raises(ExerciseCheckFailed) as failure:
         CHECKS["ch11-softmax-backward"](answer)
     assert "G_P is about 10⁶ on two keys per row" in failure.value.message, failure.value.message
+
+
+def test_pytorchs_causal_bias_object_is_named_not_reported_as_a_runtime_error():
+    """As chapter 12's ch12-alibi-matrix (its third read, L4): CausalBias's constructor makes a
+    tensor subclass, which fails under the gate's dispatch mode before any Python code of the
+    class runs, so the refusal read "your code raised RuntimeError: Creating a new Tensor subclass
+    CausalBias ...". ch11-causal-mask now names the object; ch11-multi-head, where a causal mask
+    object passed to F.scaled_dot_product_attention gives right numbers, says why it cannot run
+    and what to pass instead."""
+    import math
+    import torch.nn.functional as F
+    from torch.nn.attention import bias
+
+    def via_causal_bias(T):
+        keep = bias.CausalBias(bias.CausalVariant.UPPER_LEFT, T, T)._materialize()
+        return torch.zeros(T, T).masked_fill(~keep, float("-inf"))
+
+    def via_lower_right_method(T):
+        keep = bias.CausalBias(bias.CausalVariant.LOWER_RIGHT, T, T)._lower_right(torch.device("cpu"))
+        return torch.zeros(T, T).masked_fill(~keep, float("-inf"))
+
+    want = torch.zeros(5, 5).masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
+    for answer in (via_causal_bias, via_lower_right_method):   # right numbers when run plainly
+        torch.testing.assert_close(answer(5), want, rtol=0, atol=0)
+        with pytest.raises(ExerciseCheckFailed) as failure:
+            CHECKS["ch11-causal-mask"](answer)
+        message = failure.value.message
+        assert "your solution built torch.nn.attention.bias.CausalBias" in message, message
+        assert "RuntimeError" not in message and "build the mask from its definition" in message, message
+
+    def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads):
+        B, T, d = x.shape
+        heads = lambda y: y.view(B, T, n_heads, d // n_heads).transpose(1, 2)
+        o = F.scaled_dot_product_attention(heads(x @ W_Q), heads(x @ W_K), heads(x @ W_V),
+                                           attn_mask=bias.causal_lower_right(T, T))
+        return o.transpose(1, 2).reshape(B, T, d) @ W_O
+
+    x, W = torch.randn(2, 5, 8, dtype=torch.float64), torch.randn(4, 8, 8, dtype=torch.float64) / math.sqrt(8)
+    B, T, d = x.shape
+    heads = lambda y: y.view(B, T, 2, 4).transpose(1, 2)
+    plain = F.scaled_dot_product_attention(heads(x @ W[0]), heads(x @ W[1]), heads(x @ W[2]), is_causal=True)
+    torch.testing.assert_close(multi_head_attention(x, *W, 2),
+                               plain.transpose(1, 2).reshape(B, T, d) @ W[3])
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch11-multi-head"](multi_head_attention)
+    message = failure.value.message
+    assert "your solution built torch.nn.attention.bias.CausalBias" in message, message
+    assert "RuntimeError" not in message and "is_causal=True" in message, message

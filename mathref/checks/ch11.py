@@ -87,6 +87,20 @@ _SOFTMAX_BACKWARD = ("torch._softmax_backward_data", "torch.ops.aten._softmax_ba
                      "mathref.attention.AttentionFunction.backward")
 
 
+def _call_refusing_causal_bias(answer, args, refusal):
+    """answer(*args), with PyTorch's CausalBias named when the answer builds one. Its constructor
+    makes a tensor subclass, which fails under the gate's dispatch mode with a RuntimeError about
+    the subclass before any Python code of the class runs, so no forbid entry can see it (as in
+    chapter 12's ``_call_alibi_matrix``); ``refusal`` says what the exercise makes of it."""
+    try:
+        return answer(*args)
+    except RuntimeError as error:
+        if "Tensor subclass CausalBias" not in str(error):
+            raise
+        raise CheckFailure(f"your solution built torch.nn.attention.bias.CausalBias, PyTorch's "
+                           f"causal mask object, {refusal}") from None
+
+
 @exercise("ch11-causal-mask",
           forbid=("mathref.attention.causal_mask", "mathref.attention.to_additive_mask",
                   "torch.nn.Transformer.generate_square_subsequent_mask",
@@ -102,7 +116,10 @@ def check_ch11_causal_mask(causal_additive_mask):
     """causal_additive_mask(T): [T, T] float, 0 where j ≤ i and −∞ where j > i."""
     expect_callable(causal_additive_mask, "causal_additive_mask(T)")
     for T in (1, 2, 5, integer(rng(1), 3, 40)):
-        got = causal_additive_mask(T)
+        got = _call_refusing_causal_bias(
+            causal_additive_mask, (T,),
+            "which ch11-causal-mask does not allow: the exercise asks you to build the mask from "
+            "its definition")
         expect(isinstance(got, torch.Tensor) and got.is_floating_point(),
                f"T={T}: expected a float tensor (additive mask), got "
                f"{getattr(got, 'dtype', type(got).__name__)}")
@@ -336,7 +353,11 @@ def check_ch11_multi_head(multi_head_attention):
             mha.out_proj.weight.copy_(W_O.T)
         blocked = torch.ones(T, T, dtype=torch.bool).triu(1)   # True = blocked in nn.MHA
         want, _ = mha(x, x, x, attn_mask=blocked, need_weights=False)
-        got = multi_head_attention(x, W_Q, W_K, W_V, W_O, h)
+        got = _call_refusing_causal_bias(
+            multi_head_attention, (x, W_Q, W_K, W_V, W_O, h),
+            "which cannot be built while the check watches every tensor operation (it is a "
+            "tensor subclass): for the causal mask pass is_causal=True to "
+            "F.scaled_dot_product_attention, or a mask tensor")
         _expect_tensor_close(got, want.detach(), f"d_model={d}, {h} heads, T={T}")
     return "heads of d_k = d_model/H, scale 1/√d_k, concatenated, W_O applied once"
 
