@@ -314,10 +314,18 @@ def check_ch11_softmax_backward(softmax_backward_rows):
     with h = 0.05 passes the first four cases on the notebook's inputs. The last case refuses it
     with any one step for every call: there G_P is 10⁶ times a normal draw on keys of weight
     below 6e-6, so t·10⁶ must stay small. On the notebook's inputs, orders 4 to 64, steps 1e-9
-    to 0.1, the steps that pass the first four cases (1e-2 to 6e-2) are 10⁴ times those that
-    pass the last (3e-8 to 6e-7). A difference whose step shrinks with the spread of G_P (row by
-    row, or call by call) is not refused: its error, a few ε P_n max_j |G_j|, is that of the
-    exact forms that shift G_P first, which must pass.
+    to 0.1, the steps that pass the first four cases (1e-2 to 6e-2 for P e^{tG} / Σ P e^{tG};
+    from 3e-3 for a form that subtracts the row's largest tG inside exp) are 5·10³ to 10⁴ times
+    those that pass the last (3e-8 to 6e-7). A difference whose step shrinks with the spread of
+    G_P (row by row, or call by call) is not refused. On the last case its error, in the forms
+    we tried (orders 8 to 64, a step of 0.05 to 0.3 over the row's largest |G_j|; the notebook's
+    inputs and four grader draws), is 7 to 57 ε P_n max_j |G_j|, and 20 to 60 ε for those that
+    pass all five cases: several times what the shifted exact forms need (up to 6 ε), within
+    the 90 ε the second term allows. A second term of 13.5 ε refused every one of them and
+    passed the shifted forms, but at 22.5 ε one (order 64, step 0.15) passed all five cases on
+    every input set, so a tuned difference would likely pass any bound the shifted forms meet;
+    the term is left at 90 ε, and tests/test_checks_ch11.py keeps one such difference as
+    accepted, so that a change of the bound shows up.
 
     The fourth case has 16 rows of 4096 scores, and each call may run 50,000 lines of Python
     (:data:`_LINE_BUDGET`): a loop over the entries in Python's own complex numbers or ints is
