@@ -202,3 +202,24 @@ def test_inverted_dropout_still_names_a_float32_scale(capsys):
     with pytest.raises(ExerciseCheckFailed) as failure:
         CHECKS["ch07-inverted-dropout"](wrong.dropout_float32_scale_tensor)
     assert "rounded to float32" in failure.value.message
+
+
+@pytest.mark.parametrize("seed", [None, 11, 12, 13])
+@pytest.mark.parametrize("name", ["dropout_bin_orthogonal", "dropout_high_frequency"])
+def test_inverted_dropout_refuses_any_mask_that_looks_at_x(name, seed, capsys):
+    """Fifteenth read's delta, N2: a drop probability that depends on |x| in a way orthogonal to
+    the four quarter bins (or by the thousandths of |x|) passed at every seed and in the grader."""
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](getattr(wrong, name), generator=generator)
+    assert "the mask must not look at x" in failure.value.message
+
+
+@pytest.mark.parametrize("seed", [None, 11])
+def test_inverted_dropout_names_an_epsilon_beyond_the_tight_tolerance(seed, capsys):
+    """Delta read, N4: x·mask/(1 − p + 1e-6) was told 'x·1.111; got ratios like 1.111', with no hint."""
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch07-inverted-dropout"](wrong.dropout_epsilon_1e6_in_scale, generator=generator)
+    message = failure.value.message
+    assert "exactly 1/(1 − p)" in message and "x·1.111111111; got ratios like 1.11110" in message

@@ -229,6 +229,9 @@ def check_ch07_inverted_dropout(inverted_dropout):
         ratio = (y[first[0]] / x[first[0]]).item()
         by_sign = {name: bool(right[part].all()) for name, part in parts.items()}
         near = torch.allclose(y[kept], x[kept] / (1 - p), rtol=1e-6, atol=0)
+        # a scale off by a small relative amount (an ε added to 1 − p): named up to 1e-3, where
+        # the four printed digits of the ratio may not show the difference
+        close = torch.allclose(y[kept], x[kept] / (1 - p), rtol=1e-3, atol=0)
         hint = (" (that multiplies by 1 − p: divide by it, so that E[y] = x)"
                 if abs(ratio - (1 - p)) < 1e-9 else
                 " (the kept entries must be scaled up by 1/(1 − p))" if abs(ratio - 1) < 1e-9 and
@@ -237,20 +240,38 @@ def check_ch07_inverted_dropout(inverted_dropout):
                 "or torch.tensor without dtype): compute it in x's dtype)"
                 if near and _float32_like(y[kept] / x[kept]) else
                 f" (your scale differs from 1/(1 − p) by a relative {abs(ratio * (1 - p) - 1):.1e}: "
-                "use exactly 1/(1 − p), with nothing added to 1 − p)" if near else "")
+                "use exactly 1/(1 − p), with nothing added to 1 − p)" if close else "")
+        digits = ".4g" if f"{ratio:.4g}" != f"{1 / (1 - p):.4g}" else ".10g"
         if by_sign["positive"] != by_sign["negative"]:
             good, bad = (("positive", "negative") if by_sign["positive"] else
                          ("negative", "positive"))
             hint = (f" on the {bad} entries of x (the {good} ones are right): scale every kept "
                     "entry, whatever its sign")
         expect(bool(right.all()), f"p={p:.4g}: kept entries must be x/(1 − p) = "
-               f"x·{1 / (1 - p):.4g}; got ratios like {ratio:.4g}{hint}")
+               f"x·{1 / (1 - p):{digits}}; got ratios like {ratio:{digits}}{hint}")
         for name, part in parts.items():
             xs, ys = x[part], y[part]
             sd = math.sqrt(xs.pow(2).mean().item() * p / ((1 - p) * xs.numel()))
             expect_close(ys.mean().item(), xs.mean().item(),
                          f"p={p:.4g}: mean of the output over the {name} entries (E[y] = x)",
                          rtol=0, atol=6 * sd)
+    # ... nor on anything else about x: 200 calls on one x of 1000 distinct signed values at
+    # p = 0.5. Each entry's drop count is Binomial(200, ½) for a mask that ignores x, so the sum of
+    # the standardized squares is about χ² with 1000 degrees of freedom, 1000 ± 45; a bound at 6
+    # standard deviations. A drop probability p + δ(x) adds about 800·Σδ² (r.m.s. δ of 0.02: +320),
+    # whatever shape δ has (the bins above see only its averages over four quarters of |x|).
+    calls, entries = 200, 1000
+    x = torch.randn(entries, generator=rng(6), dtype=torch.float64)
+    drops = sum((_dropout_output(inverted_dropout, x, 0.5) == 0).double() for _ in range(calls))
+    chi2 = ((drops - calls / 2) ** 2 / (calls / 4)).sum().item()
+    bound = entries + 6 * math.sqrt(2 * entries)
+    worst = (drops - calls / 2).abs().argmax().item()
+    expect(chi2 < bound,
+           f"p=0.5, {calls} calls on the same {entries} entries of x: some entries are dropped far "
+           f"more often than others (the entry x = {x[worst].item():.4g} in {int(drops[worst])} of "
+           f"{calls} calls; the χ² of the {entries} drop counts is {chi2:.0f}, about {entries} ± "
+           f"{math.sqrt(2 * entries):.0f} for a mask that ignores x): the mask must not look at x; "
+           "draw it from torch.rand(x.shape) alone")
     # each unit independently: the kept count of 10 units varies from mask to mask, on 10 entries
     # equal to 1 and on 10 equal to −1 (an exact fraction of the negative entries is caught here)
     n_masks = 400                                     # ±6 sd bounds below still hold for a right answer

@@ -502,3 +502,37 @@ def dropout_epsilon_in_scale(x, p):
 
 WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_exact_fraction_on_negatives, dropout_by_magnitude,
                                            dropout_p_in_twentieths, dropout_epsilon_in_scale]
+
+
+def dropout_bin_orthogonal(x, p):
+    # a drop probability p + (min(p, 1 − p)/1.5)·g(|x| − ½), g(u) = sin(16πu) − ½ sin(8πu): g
+    # integrates to 0 on each quarter of |x| ∈ [0.5, 1.5), is orthogonal to u there and vanishes at
+    # |x| = 1, so the four quarter bins, the mean of y and ten units of ±1 all come out right
+    if p == 1:
+        return torch.zeros_like(x)
+    u = x.abs() - 0.5
+    g = torch.sin(16 * math.pi * u) - 0.5 * torch.sin(8 * math.pi * u)
+    drop = p + min(p, 1 - p) / 1.5 * g
+    return x * (torch.rand(x.shape, dtype=x.dtype) >= drop) / (1 - p)
+
+
+def dropout_high_frequency(x, p):
+    # p ± 0.8·min(p, 1 − p) by the parity of the thousandths of |x| (exactly p where 1000|x| is an
+    # integer, as for x = ±1): right on average over any bin of |x|, wrong entry by entry
+    if p == 1:
+        return torch.zeros_like(x)
+    thousandths = torch.floor(1000 * x.abs())
+    on_grid = 1000 * x.abs() == thousandths
+    sign = torch.where(thousandths % 2 == 0, 1.0, -1.0).to(x.dtype)
+    drop = torch.where(on_grid, torch.full_like(x, p), p + 0.8 * min(p, 1 - p) * sign)
+    return x * (torch.rand(x.shape, dtype=x.dtype) >= drop) / (1 - p)
+
+
+def dropout_epsilon_1e6_in_scale(x, p):
+    # 1/(1 − p + 1e-6): off by about 1e-6 relative, just outside rtol 1e-6
+    keep = torch.rand(x.shape, dtype=x.dtype) >= p
+    return x * keep / (1 - p + 1e-6)
+
+
+WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_bin_orthogonal, dropout_high_frequency,
+                                           dropout_epsilon_1e6_in_scale]
