@@ -23,3 +23,16 @@ def test_batch_norm_backward_names_the_eps_mistake(answer, cause, capsys):
         CHECKS["ch08-batch-norm-backward"](answer)
     assert "✅" not in capsys.readouterr().out
     assert cause in failure.value.message, failure.value.message
+
+
+@pytest.mark.parametrize("label, answer", [
+    ("ch08-layer-norm", wrong.ln_one_pass_variance),
+    ("ch08-running-stats", wrong.running_one_pass_variance),
+])
+def test_a_one_pass_variance_is_refused_and_named(label, answer, capsys):
+    """The eighth read (L3, still open in the ninth): mean(x²) − μ² passed both forward exercises, while the backward
+    exercise refused it; inputs far from 0 against their spread now catch it, with the cause."""
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS[label](answer)
+    assert "✅" not in capsys.readouterr().out
+    assert "mean(x²) − μ² (or Σx² − nμ²), cancels there" in failure.value.message, failure.value.message

@@ -128,7 +128,37 @@ def check_ch08_layer_norm(layer_norm_rows):
                          wrong=_layer_norm_mistakes(x, ones.new_ones(8), zeros.new_zeros(8), 0.1) + [
                              (F.layer_norm(x, (8,), eps=1e-5),
                               "that ignores the eps argument: use eps, not a fixed 1e-5")])
+    # tokens near 1e4 with a spread near 0.1: mean(x²) − μ² loses about (1e4/0.1)² · 1e-16 = 1e-6
+    # of the variance to cancellation, mean((x − μ)²) about 1e-11 (section 8.5's numerics)
+    gen = rng(4)
+    x = (torch.tensor([1e4, -2e4, 3e4, 5e3], dtype=F64)[:, None]
+         + 0.1 * torch.randn(4, 3, generator=gen, dtype=F64))
+    gamma, beta = torch.randn(3, generator=gen, dtype=F64), torch.randn(3, generator=gen, dtype=F64)
+    want = F.layer_norm(x, (3,), gamma, beta, eps=1e-5)
+    got = layer_norm_rows(x.clone(), gamma.clone(), beta.clone(), 1e-5)
+    centred = x - x.mean(-1, keepdim=True)          # LayerNorm ignores a token's common offset
+    what = "tokens near 1e4 with a spread near 0.1, eps=1e-5"
+    _expect_no_cancellation(
+        got, want, lambda: layer_norm_rows(centred.clone(), gamma.clone(), beta.clone(), 1e-5),
+        what, "the same tokens shifted to mean 0")
+    _expect_tensor_close(got, want, what)
     return "per token, biased variance, ε inside the square root"
+
+
+def _expect_no_cancellation(got, want, shifted_answer, what, shifted_what):
+    """Fail naming the one-pass variance when ``got`` is off ``want`` but ``shifted_answer()``,
+    the answer on the inputs shifted to mean 0 (whose expected output is the same), is not."""
+    def close(t):
+        return (isinstance(t, torch.Tensor) and t.shape == want.shape and t.dtype == want.dtype
+                and bool(torch.isclose(t, want, rtol=1e-8, atol=1e-10).all()))
+    if close(got) or not close(shifted_answer()):
+        return
+    off = ((got.detach() - want).abs().max() / want.abs().max()).item()
+    expect(False, f"{what}: off by {off:.1e} relative to the largest entry, but within rounding "
+           f"on {shifted_what} (whose answer is the same): the digits are lost to the offset. A "
+           "variance computed from the squares, mean(x²) − μ² (or Σx² − nμ²), cancels there, "
+           "losing about (offset/spread)² × 1e-16 of itself: subtract the mean first and square "
+           "x − μ")
 
 
 @exercise("ch08-rms-norm", forbid=_NORMS,
@@ -198,6 +228,22 @@ def check_ch08_running_stats(update_running_stats):
             ((1 - momentum) * rv + momentum * x.var(), "the variance is per feature, over the "
                                                        "batch axis 0, not over all entries")])
         rm, rv = want_mean, want_var
+    # features near 1e4 with a spread near 0.1: Σx² − nμ² cancels (see ch08-layer-norm)
+    x = (torch.tensor([1e4, -2e4, 2.0], dtype=F64)
+         + 0.1 * torch.randn(8, 3, generator=gen, dtype=F64))
+    rm, rv, momentum = x.mean(0).round(), torch.full((3,), 0.01, dtype=F64), 0.5
+    want_var = (1 - momentum) * rv + momentum * x.var(0, unbiased=True)
+    out = update_running_stats(x.clone(), rm.clone(), rv.clone(), momentum)
+    expect(isinstance(out, (tuple, list)) and len(out) == 2,
+           "return a pair (new_running_mean, new_running_var)")
+    shift = x.mean(0)
+    what = "running_var for features near 1e4 with a spread near 0.1 (N=8, momentum=0.5)"
+    _expect_no_cancellation(
+        out[1], want_var, lambda: update_running_stats(x - shift, rm - shift, rv.clone(), momentum)[1],
+        what, "the same batch shifted to mean 0 per feature")
+    _expect_tensor_close(out[0], (1 - momentum) * rm + momentum * x.mean(0),
+                         "running_mean for features near 1e4 (N=8, momentum=0.5)")
+    _expect_tensor_close(out[1], want_var, what)
     return "EMA with weight momentum on the new batch, unbiased variance"
 
 

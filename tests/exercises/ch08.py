@@ -516,3 +516,50 @@ def bnb_bessel_in_means(dy, x, gamma, eps=1e-5):
 
 
 WRONG_ANSWERS["ch08-batch-norm-backward"] += [bnb_one_pass_variance, bnb_bessel_in_means]
+
+
+# ---------------------------------------------------------------- added after the ninth read of ch. 8
+def ln_one_pass_variance(x, gamma, beta, eps=1e-5):
+    """The variance as mean(x²) − μ²: it cancels on tokens far from 0 against their spread (the
+    eighth read, L3: accepted, while ch08-batch-norm-backward refused it)."""
+    mu = x.mean(-1, keepdim=True)
+    var = (x * x).mean(-1, keepdim=True) - mu * mu
+    return gamma * (x - mu) / torch.sqrt(var + eps) + beta
+
+
+def running_one_pass_variance(x, running_mean, running_var, momentum):
+    """The unbiased variance as (Σx² − nμ²)/(n − 1) (the eighth read, L3)."""
+    n, mu = x.shape[0], x.mean(0)
+    var = ((x * x).sum(0) - n * mu * mu) / (n - 1)
+    return ((1 - momentum) * running_mean + momentum * mu,
+            (1 - momentum) * running_var + momentum * var)
+
+
+WRONG_ANSWERS["ch08-layer-norm"] += [ln_one_pass_variance]
+WRONG_ANSWERS["ch08-running-stats"] += [running_one_pass_variance]
+# numerically sound variances other than the reference's: Welford's update, and the squares
+# taken after a shift by one of the values (the cancellation is then against the spread only)
+RIGHT_ANSWERS["ch08-layer-norm"] += [
+    "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"
+    "    mean = torch.zeros_like(x[..., 0])\n"
+    "    m2 = torch.zeros_like(mean)\n"
+    "    for k in range(x.shape[-1]):\n"
+    "        delta = x[..., k] - mean\n"
+    "        mean = mean + delta / (k + 1)\n"
+    "        m2 = m2 + delta * (x[..., k] - mean)\n"
+    "    var = (m2 / x.shape[-1])[..., None]\n"
+    "    return gamma * (x - mean[..., None]) / torch.sqrt(var + eps) + beta\n",
+    "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"
+    "    y = x - x[..., :1]\n"
+    "    m = y.mean(-1, keepdim=True)\n"
+    "    var = (y * y).mean(-1, keepdim=True) - m * m\n"
+    "    return gamma * (y - m) / torch.sqrt(var + eps) + beta\n",
+]
+RIGHT_ANSWERS["ch08-running-stats"] += [
+    "def update_running_stats(x, running_mean, running_var, momentum):\n"
+    "    n, y = x.shape[0], x - x[0]\n"
+    "    m = y.mean(0)\n"
+    "    var = ((y * y).sum(0) - n * m * m) / (n - 1)\n"
+    "    return ((1 - momentum) * running_mean + momentum * (m + x[0]),\n"
+    "            (1 - momentum) * running_var + momentum * var)\n",
+]
