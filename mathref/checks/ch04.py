@@ -276,6 +276,18 @@ def check_ch04_topological_order(topo_sort):
     return "children before parents, every node once"
 
 
+def _expect_to_rounding(got, want, name, oracle, where, precision):
+    """Fail unless ``got`` is within 1e-14·(1 + max|want|) of ``oracle``'s ``want``: the chain
+    rule in any arrangement (1 − y², (1 − y)(1 + y), 1/cosh², loops) comes within 5e-16·(1 +
+    max|want|) of autograd's VJP and torch.func.jvp; the Richardson-extrapolated central
+    differences per entry we tried missed by 7e-12 or more, a plain one by 1e-10."""
+    err = (got - want).abs().max().item()
+    expect(err < 1e-14 * (1 + want.abs().max().item()),
+           f"{name} differs from {oracle} by up to {err:.3g} ({where})"
+           + (_low_precision_hint(precision, "the chain rule", err / want.abs().max().item())
+              if err < 1e-5 else ""))
+
+
 def _vjp_inputs(seed):
     gen = rng(seed)
     x = torch.randn(5, 4, generator=gen, dtype=torch.float64)
@@ -320,14 +332,8 @@ def check_ch04_linear_tanh_vjp(linear_tanh_vjp):
             for slip, hint in slips:
                 expect(not _matches(g, slip), f"{name} differs from autograd's vector–Jacobian "
                        f"product (seed {seed}): {hint}")
-            err = (g - want).abs().max().item()
-            # tight: the chain rule in any arrangement (1 − y², (1 − y)(1 + y), 1/cosh², loops)
-            # is within 5e-16·(1 + max|want|) of autograd; the Richardson-extrapolated central
-            # differences per entry we tried missed by 7e-12 or more
-            expect(err < 1e-14 * (1 + want.abs().max().item()), f"{name} differs from "
-                   f"autograd's vector–Jacobian product by up to {err:.3g} (seed {seed})"
-                   + (_low_precision_hint(precision, "the chain rule",
-                                          err / want.abs().max().item()) if err < 1e-5 else ""))
+            _expect_to_rounding(g, want, name, "autograd's vector–Jacobian product",
+                                f"seed {seed}", precision)
     return "grad_x = (v ⊙ (1 − y²)) Wᵀ, grad_W = xᵀ (v ⊙ (1 − y²))"
 
 
@@ -401,13 +407,7 @@ def check_ch04_two_layer_jvp(two_layer_jvp):
                    f"{tuple(want.shape)}, got {tuple(g.shape)}")
             for slip, hint in slips:
                 expect(not _matches(g, slip), f"{name} differs from {oracle} ({what}): {hint}")
-            err = (g - want).abs().max().item()
-            # tight: the chain rule in any arrangement is within a few units of float64
-            # rounding of torch.func.jvp; a central difference misses by 1e-10 or more
-            expect(err < 1e-14 * (1 + want.abs().max().item()), f"{name} differs from "
-                   f"{oracle} by up to {err:.3g} ({what})"
-                   + (_low_precision_hint(precision, "the chain rule",
-                                          err / want.abs().max().item()) if err < 1e-5 else ""))
+            _expect_to_rounding(g, want, name, oracle, what, precision)
     return "Ju = (1 − F²) ⊙ V((1 − a²) ⊙ Xu), a = tanh(Xw), in one pass"
 
 
