@@ -329,7 +329,9 @@ def _beam_table(gen, V, n, prompt, wrong_ranking_too=False):
     no two sequences tie: with the last two tokens alone, reordered transitions would),
     drawn until greedy search, width 2 and exhaustive search end on three different sequences;
     with ``wrong_ranking_too``, width 2 ranked by the new token alone on a fourth, so that each
-    of those wrong answers gets its own hint (about one draw in 40 does; one in 10 for three)."""
+    of those wrong answers gets its own hint. Only the first case (V = 5, n = 4) asks for four:
+    about one draw in 50 separates them there, and one in 10 to 20 separates three, so 2,000
+    draws fail with a probability below e^-35."""
     for _ in range(2000):
         table = torch.log_softmax(torch.randn(n, V, V, V, generator=gen, dtype=torch.float64), -1)
         ends = [tuple(_beam_reference(table, prompt, n, w)[1]) for w in (1, 2)]
