@@ -323,46 +323,72 @@ class GPT(nn.Module):
 
 
 # ---- sampling -----------------------------------------------------------------------------
-def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    """Next token ids [B] from logits [B, V]: divide by the temperature first, then keep the
-    top_k largest and/or the smallest set whose probability reaches top_p, renormalize, sample.
-    temperature=0 means greedy (argmax)."""
+def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None, *, min_p=None,
+                repetition_penalty=None, previous=None):
+    """Next token ids [B] from logits [B, V]. In order:
+
+    1. repetition_penalty θ (CTRL's, with the sign rule of common libraries): the logit z of every
+       token in ``previous`` [B, n] becomes z/θ if z > 0 and z·θ if not, so θ > 1 lowers each one;
+    2. divide by the temperature (temperature=0 means greedy: the argmax, after step 1);
+    3. keep the top_k largest logits, softmax, keep the smallest set whose probability reaches
+       top_p, and keep the tokens with p_i ≥ min_p · max_j p_j;
+    4. renormalize and sample.
+
+    The truncations of step 3 intersect: each keeps the most likely token, and renormalizing
+    rescales all kept probabilities alike, so min-p's ratio p_i / max_j p_j does not change."""
     check_tensor("logits", logits, dims=2, kind="float")
     temperature = check_number("temperature", temperature, min=0.0)
     check_int("top_k", top_k, min=1, optional=True)
     if top_p is not None:
         check_number("top_p", top_p, min=0.0, max=1.0, min_open=True)
+    if min_p is not None:
+        check_number("min_p", min_p, min=0.0, max=1.0, min_open=True)
+    if repetition_penalty is not None:
+        check_number("repetition_penalty", repetition_penalty, min=0.0, min_open=True)
+        check_tensor("previous", previous, dims=2, kind="int")
+        if previous.shape[0] != logits.shape[0]:
+            raise ValueError(f"previous must be [B, n] with B = {logits.shape[0]} (one row per row "
+                             f"of logits), got shape {tuple(previous.shape)}")
+        check_token_ids("previous", previous, logits.shape[-1])
     if torch.isnan(logits).any() or torch.isposinf(logits).any():
         raise ValueError("logits contain NaN or +inf: the model's output is not finite "
                          "(check the weights and the training loss)")
+    logits = logits.float()
+    if repetition_penalty is not None:
+        seen = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, previous, True)
+        penalized = torch.where(logits > 0, logits / repetition_penalty, logits * repetition_penalty)
+        logits = torch.where(seen, penalized, logits)
     if temperature == 0:
         return logits.argmax(dim=-1)
-    logits = logits.float() / temperature
+    logits = logits / temperature
     if top_k is not None:
-        if top_k < 1:
-            raise ValueError(f"top_k must be ≥ 1, got {top_k}")
         kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits, dim=-1)
     if top_p is not None:
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
         sorted_probs, order = probs.sort(dim=-1, descending=True)
         before = sorted_probs.cumsum(dim=-1) - sorted_probs   # mass of the tokens ranked above
         sorted_probs = sorted_probs.masked_fill(before >= top_p, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    if min_p is not None:
+        probs = probs.masked_fill(probs < min_p * probs.amax(dim=-1, keepdim=True), 0.0)
         probs = probs / probs.sum(dim=-1, keepdim=True)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
 @torch.no_grad()
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-             use_cache=True, generator=None):
+             use_cache=True, generator=None, *, min_p=None, repetition_penalty=None,
+             penalty_window=None):
     """Append ``max_new_tokens`` sampled tokens to idx [B, T]. With ``use_cache`` the prompt is
     processed once and each new token costs one position per layer; once the context is full
-    the window slides and is recomputed, exactly as without the cache."""
+    the window slides and is recomputed, exactly as without the cache. ``repetition_penalty``
+    applies to the tokens of the last ``penalty_window`` positions (all of idx, the prompt
+    included, when None); see ``sample_next`` for the rules and their order."""
     check_tensor("idx", idx, dims=2, kind="int")
     check_int("max_new_tokens", max_new_tokens, min=0)
+    check_int("penalty_window", penalty_window, min=1, optional=True)
     was_training = model.training
     model.eval()
     block = model.config.block_size
@@ -376,7 +402,12 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
                 logits, _ = model(idx[:, -block:], cache=cache)
             else:
                 logits, _ = model(idx[:, -1:], cache=cache)
-            next_id = sample_next(logits[:, -1], temperature, top_k, top_p, generator)
+            previous = None
+            if repetition_penalty is not None:
+                previous = idx if penalty_window is None else idx[:, -penalty_window:]
+            next_id = sample_next(logits[:, -1], temperature, top_k, top_p, generator,
+                                  min_p=min_p, repetition_penalty=repetition_penalty,
+                                  previous=previous)
             idx = torch.cat([idx, next_id[:, None]], dim=1)
     finally:
         model.train(was_training)

@@ -112,6 +112,85 @@ def test_sampling_distributions():
         sample_next(logits, top_p=0.0)
 
 
+def _hf_probs(logits, previous, temperature=1.0, top_k=None, top_p=None, min_p=None,
+              repetition_penalty=None):
+    """The oracle: Hugging Face's logits processors, in mathref's order, then the softmax."""
+    from transformers.generation import logits_process as lp
+    scores = logits.double()
+    if repetition_penalty is not None:
+        scores = lp.RepetitionPenaltyLogitsProcessor(repetition_penalty)(previous, scores)
+    scores = lp.TemperatureLogitsWarper(temperature)(previous, scores)
+    for warper, value in ((lp.TopKLogitsWarper, top_k), (lp.TopPLogitsWarper, top_p),
+                          (lp.MinPLogitsWarper, min_p)):
+        if value is not None:
+            scores = warper(value)(previous, scores)
+    return torch.softmax(scores, dim=-1)
+
+
+@pytest.mark.parametrize("kw", [dict(min_p=0.2), dict(min_p=0.05, temperature=1.7),
+                                dict(repetition_penalty=1.5),
+                                dict(repetition_penalty=2.0, temperature=0.7, top_p=0.9, min_p=0.1),
+                                dict(repetition_penalty=1.3, top_k=6, min_p=0.1)])
+def test_min_p_and_repetition_penalty_match_hugging_face(kw):
+    """Sampling frequencies of sample_next against the probabilities of transformers' own
+    MinPLogitsWarper and RepetitionPenaltyLogitsProcessor (with its top-k, top-p, temperature)."""
+    gen = torch.Generator().manual_seed(1)
+    logits = 2 * torch.randn(3, 12, generator=gen)          # positive and negative logits
+    previous = torch.randint(12, (3, 5), generator=gen)
+    want = _hf_probs(logits, previous, **kw)
+    n = 40000
+    draws = sample_next(logits.repeat_interleave(n, 0), generator=gen,
+                        previous=previous.repeat_interleave(n, 0), **kw).view(3, n)
+    freq = torch.stack([torch.bincount(row, minlength=12) for row in draws]).double() / n
+    assert not (freq > 0)[want == 0].any()                   # no token the oracle cuts is drawn
+    assert (freq > 0)[want > 1e-3].all()                     # and every likely one it keeps is
+    tol = 4 * torch.sqrt(want * (1 - want) / n) + 1e-3
+    assert ((freq - want).abs() <= tol).all(), (freq, want)
+
+
+def test_repetition_penalty_and_min_p_rules():
+    logits = torch.tensor([[3.0, 2.0, -1.0, 0.5, -2.0]])
+    prev = torch.tensor([[0, 2, 2]])                         # tokens 0 and 2 were seen
+    # greedy with the penalty: 3/2 = 1.5 < 2, so token 1 wins; unseen logits are unchanged
+    assert sample_next(logits, temperature=0, repetition_penalty=2.0, previous=prev).item() == 1
+    assert sample_next(logits, temperature=0).item() == 0
+    # min-p with temperature first keeps z_i ≥ z_max − τ ln(1/min_p): here 3 − ln 10 = 0.70
+    g = torch.Generator().manual_seed(0)
+    kept = sample_next(logits.expand(4000, -1), min_p=0.1, generator=g).unique().tolist()
+    assert kept == [0, 1]
+    kept = sample_next(logits.expand(4000, -1), temperature=2.0, min_p=0.1, generator=g).unique().tolist()
+    assert kept == [0, 1, 2, 3]                             # 3 − 2 ln 10 = −1.61 > −2
+    with pytest.raises(ValueError, match="min_p"):
+        sample_next(logits, min_p=0.0)
+    with pytest.raises(ValueError, match="previous"):
+        sample_next(logits, repetition_penalty=1.2, previous=torch.tensor([[0, 7]]))
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_generate_with_a_repetition_penalty_equals_hugging_face_greedy(window):
+    """Greedy decoding with a repetition penalty: mathref's generate (the window of the last
+    positions or the whole context) against a step-by-step oracle built on transformers."""
+    import transformers
+    config = transformers.GPT2Config(vocab_size=20, n_positions=32, n_embd=32, n_layer=2,
+                                     n_head=4, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0,
+                                     bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(config).double().eval()
+    ours = GPT.from_gpt2_state_dict(hf.state_dict(), n_head=4).eval()
+    x = ids(2, 4, V=20)
+    plain = generate(ours, x, 12, temperature=0.0)
+    got = generate(ours, x, 12, temperature=0.0, repetition_penalty=1.8, penalty_window=window)
+    want = x
+    with torch.no_grad():
+        for _ in range(12):
+            seen = want if window is None else want[:, -window:]
+            scores = transformers.generation.logits_process.RepetitionPenaltyLogitsProcessor(1.8)(
+                seen, hf(want).logits[:, -1])
+            want = torch.cat([want, scores.argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(got, want)
+    assert not torch.equal(got, plain)                       # the penalty changed the text
+
+
 def test_parameter_and_flop_counts_match_closed_forms():
     c = tiny("classic")
     model = GPT(c)
