@@ -593,10 +593,12 @@ def check_ch16_adamw(adamw_update, *, generator=None):
             step_lr = lr * t / 5                    # the rate changes from step to step
             opt.param_groups[0]["lr"] = step_lr
             ref.grad = grad.clone()
-            opt.step()
             before = (p, m, v)
             p, m, v = _triple(adamw_update(p.clone(), grad.clone(), m.clone(), v.clone(), t,
                                            step_lr, betas, eps, wd), "adamw_update")
+            # mathref's step after the answer's: while the answer runs, no frame holds the
+            # result it should return (the attack read: a traceback's frames reached it)
+            opt.step()
             want_m, want_v = opt.state[ref]["exp_avg"], opt.state[ref]["exp_avg_sq"]
             case = f"step t={t} (lr={step_lr:g}, betas={betas}, eps={eps:g}, weight_decay={wd:g})"
             why = _adamw_mistakes(*before, grad, t, step_lr, betas, eps, wd)
@@ -664,8 +666,8 @@ def check_ch16_schedule(warmup_cosine_lr, *, generator=None):
              (W, W + int(torch.randint(1, 40, (1,), generator=g)), *rates())]
     for W, T, lr_max, lr_min in cases:
         for step in range(T + 4):
-            want = warmup_cosine(step, W, T, lr_max, lr_min)
             got = warmup_cosine_lr(step, W, T, lr_max, lr_min)
+            want = warmup_cosine(step, W, T, lr_max, lr_min)    # after: no frame holds it before
             expect(not isinstance(got, torch.Tensor) or got.dtype == torch.float64,
                    f"warmup_cosine_lr returned a {getattr(got, 'dtype', '')} tensor: its "
                    f"rounding (about 1e-7 of the value in float32) is larger than the check "
@@ -707,8 +709,8 @@ def check_ch16_clip(clip_global_norm, *, generator=None):
         params = [torch.nn.Parameter(torch.zeros(s, dtype=torch.float64)) for s in shapes]
         for p, gr in zip(params, grads):
             p.grad = gr.clone()
-        want_norm = clip_grad_norm_(params, max_norm)
         result = clip_global_norm([gr.clone() for gr in grads], max_norm)
+        want_norm = clip_grad_norm_(params, max_norm)   # after: no frame holds it before
         expect(isinstance(result, (tuple, list)) and len(result) == 2,
                "clip_global_norm must return the pair (clipped_grads, total_norm)")
         clipped, total = result

@@ -944,3 +944,26 @@ def train_step_decay_by_position(logits_fn, params, x, y, m, v, step, cfg, parts
 
 
 WRONG_ANSWERS["ch16-train-step"].append(train_step_decay_by_position)
+
+
+# the attack read: mathref's results sat in the checker's frame before the answer ran, and a
+# traceback's frames (attribute reads, no call the gate sees) reached them; now each is
+# computed after the answer returns
+def adamw_reads_the_checkers_frames(p, g, m, v, t, lr, betas, eps, weight_decay):
+    ref, opt = _checker_frame_with("ref"), _checker_frame_with("opt")
+    state = opt.state[ref]
+    return ref.detach().clone(), state["exp_avg"].clone(), state["exp_avg_sq"].clone()
+
+
+def schedule_reads_the_checkers_frames(step, warmup_steps, total_steps, lr_max, lr_min):
+    return _checker_frame_with("want")
+
+
+def clip_reads_the_checkers_frames(grads, max_norm):
+    params = _checker_frame_with("params")
+    return [p.grad.clone() for p in params], _checker_frame_with("want_norm")
+
+
+WRONG_ANSWERS["ch16-adamw"].append(adamw_reads_the_checkers_frames)
+WRONG_ANSWERS["ch16-schedule"].append(schedule_reads_the_checkers_frames)
+WRONG_ANSWERS["ch16-clip"].append(clip_reads_the_checkers_frames)
