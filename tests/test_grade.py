@@ -548,8 +548,10 @@ def test_ch02_least_squares_rules_are_applied_in_the_worker(tmp_path):
     # and [XᵀX; 0] ([XXᵀ, 0] where N < d) or [XᵀX + λI; 0] per λ scored pass under the grader.
     # It allows the SVD of X itself only (by value, a condition ``name|equals=...`` that the
     # rule carries to the worker): the padded forms fail there, the SVD of X in float64 passes
-    ridge = {"padgram": (SHORTCUTS["ch02-ridge-svd"][-2], "fail"),
-             "padsystem": (SHORTCUTS["ch02-ridge-svd"][-1], "fail"),
+    padded = [s for s in SHORTCUTS["ch02-ridge-svd"] if "torch.zeros(N - d, d" in s]
+    assert len(padded) == 2, padded         # [XᵀX; 0] and [XᵀX + λI; 0]
+    ridge = {"padgram": (padded[0], "fail"),
+             "padsystem": (padded[1], "fail"),
              "svd64": ("import torch\n\n"
                        "def ridge_svd(X, y, lams):\n"
                        "    U, S, Vh = torch.linalg.svd(X.double(), full_matrices=False)\n"

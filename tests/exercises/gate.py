@@ -380,10 +380,13 @@ GATE_RIGHT = [
                                "            if parents[id(c)] == 0:\n"
                                "                ready.append(c)\n"
                                "    return order[::-1]\n"),
+    # (the variance after a shift by the row's first entry: one pass over the squares, without
+    # the cancellation of mean(x²) − μ² that the check now refuses, chapter 8's read, L3)
     ("ch08-layer-norm", "import torch\n\n"
                         "def layer_norm_rows(x, gamma, beta, eps=1e-5):\n"
                         "    mu = x.mean(-1, keepdim=True)\n"
-                        "    var = (x * x).mean(-1, keepdim=True) - mu * mu\n"
+                        "    d = x - x[..., :1]\n"
+                        "    var = (d * d).mean(-1, keepdim=True) - (mu - x[..., :1]) ** 2\n"
                         "    return (x - mu) / torch.sqrt(var + eps) * gamma + beta\n"),
     ("ch11-attention", "import math, torch\n\n"
                        "def attention(q, k, v, mask=None):\n"
