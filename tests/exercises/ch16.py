@@ -931,22 +931,6 @@ WRONG_ANSWERS["ch16-train-step"] += [train_step_reads_the_checkers_frames,
                                      train_step_advances_the_checker]
 
 
-def train_step_decay_by_position(logits_fn, params, x, y, m, v, step, cfg, parts):
-    # the attack read: no decay for params[2], where the check's gain sat in both cases; on a
-    # GPT's parameter list it would decay every gain but one (the check now reorders them)
-    lr = parts["schedule"](step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
-    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())
-    grads, _ = parts["clip"](list(torch.autograd.grad(loss, params)), cfg.grad_clip)
-    out = [parts["adamw"](p.detach(), g, a, b, step + 1, lr, cfg.betas, 1e-8,
-                          0.0 if i == 2 else cfg.weight_decay)
-           for i, (p, g, a, b) in enumerate(zip(params, grads, m, v))]
-    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()
-
-
-# (not in WRONG_ANSWERS: the check still passes it; a second order of the parameters made the
-# train-step test crash the floor torch 2.9 under the gate, so that fix was withdrawn)
-
-
 # the attack read: mathref's results sat in the checker's frame before the answer ran, and a
 # traceback's frames (attribute reads, no call the gate sees) reached them; now each is
 # computed after the answer returns
