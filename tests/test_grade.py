@@ -930,7 +930,9 @@ def test_ch16_graphs_and_the_sixth_reads_attacks_under_the_grader(tmp_path):
     input, and a decoder whose softmax is float32 (the distributions passed to draw now come
     back from the student's process and are compared, as in the notebook) all fail, each
     message naming its cause; right answers in other forms (backward with the gradients cleared
-    after use, RoPE as complex multiplication, the reference decoder) pass."""
+    after use, RoPE as complex multiplication, the reference decoder) pass. The attack read's
+    train step that decays by position (no decay for params[2]) fails: the check's second case
+    orders the parameters another way."""
     from tests.exercises.ch16 import RIGHT_ANSWERS
     from tests.notebooks import solution_cell
     source = read(ROOT / "notebooks" / "16_build_it_yourself.ipynb")
@@ -966,13 +968,21 @@ def test_ch16_graphs_and_the_sixth_reads_attacks_under_the_grader(tmp_path):
             "ch16-generate", "probs = torch.softmax(last, dim=-1)",
             "probs = torch.softmax(last.float(), dim=-1).double()\n"
             "            probs = probs / probs.sum(dim=-1, keepdim=True)")}
+    # chapter 16's attack read: weight decay chosen by the parameter's place, not its shape
+    decay = {"ch16-train-step": edited(
+        "ch16-train-step",
+        "for p, g, m_i, v_i in zip(params, grads, m, v):\n"
+        "            decay = cfg.weight_decay if p.dim() >= 2 else 0.0",
+        "for i, (p, g, m_i, v_i) in enumerate(zip(params, grads, m, v)):\n"
+        "            decay = 0.0 if i == 2 else cfg.weight_decay")}
     right = {"ch16-train-step": RIGHT_ANSWERS["ch16-train-step"][1],
              "ch16-rope": RIGHT_ANSWERS["ch16-rope"][0],
              "ch16-generate": solution_cell(source, "ch16-generate").source}
     folder = tmp_path / "subs"
     folder.mkdir()
     nbformat.write(source, folder / "reference.ipynb")
-    for name, bodies in (("cut", cut), ("attacks", attacks), ("right", right)):
+    for name, bodies in (("cut", cut), ("attacks", attacks), ("decay", decay),
+                         ("right", right)):
         nbformat.write(_attempting(source, bodies), folder / f"{name}.ipynb")
     run, rows = _grade_folder_cli(folder, source, tmp_path)
     assert rows["reference"]["score"] == str(len(exercise_labels(source))), run.stdout
@@ -989,6 +999,9 @@ def test_ch16_graphs_and_the_sixth_reads_attacks_under_the_grader(tmp_path):
     assert "add up across steps" in report, report
     assert "x of dtype float32: your output is torch.float64" in report, report
     assert "the probabilities of new token 0 differ from the statement's" in report, report
+    assert rows["decay"]["ch16-train-step"] == "fail", run.stdout
+    report = "\n".join(_section(run.stdout, "decay"))
+    assert "the gain (1-D: not decayed) was decayed" in report, report
 
 
 def test_ch10_gradients_and_tables_of_answers_under_the_grader(tmp_path):

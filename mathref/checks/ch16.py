@@ -962,6 +962,14 @@ def _tiny_logits(params, x):
     return (torch.tanh(emb[x] @ w.T) * gain) @ head.T
 
 
+def _tiny_logits_gain_first(params, x):
+    """The same model with its parameters in another order: the gain, which takes no weight
+    decay, is told by its shape, not by its place in the list (chapter 16's attack read: a step
+    that skipped decay for params[2] passed)."""
+    gain, emb, head, w = params
+    return (torch.tanh(emb[x] @ w.T) * gain) @ head.T
+
+
 def _copied(value):
     """``value`` with its tensors copied (detached), in lists and tuples as returned."""
     if isinstance(value, torch.Tensor):
@@ -972,12 +980,15 @@ def _copied(value):
 
 
 class _OneAtATime:
-    """A generator of the checker's, advanced through a plain method: an answer that advances
-    it is refused at the call of ``advance`` (a refusal raised while a generator resumes, at
-    random, crashed the interpreter under the test suite)."""
+    """mathref's steps as a plain iterator, no generator: ``begin(s)`` draws step s's batch and
+    returns what it starts from; ``finish(s)`` computes mathref's step s, only when the next
+    start is asked for, after the answer's step s has returned. An answer that advances it is
+    refused at the call of ``advance``, an ordinary frame (a refusal raised while a generator
+    resumed crashed the interpreter at random on the floor torch 2.9)."""
 
-    def __init__(self, steps):
-        self._steps = steps
+    def __init__(self, count, begin, finish):
+        self._count, self._begin, self._finish = count, begin, finish
+        self._next = 0
 
     def __iter__(self):
         return self
@@ -986,7 +997,12 @@ class _OneAtATime:
         return self.advance()
 
     def advance(self):
-        return next(self._steps)
+        if self._next:
+            self._finish(self._next - 1)
+        if self._next == self._count:
+            raise StopIteration
+        self._next += 1
+        return self._begin(self._next - 1)
 
 
 def _steps_where_run(train_step, logits_fn, weights, batches, moments, cfg, parts):
@@ -1030,12 +1046,15 @@ def check_ch16_train_step(train_step, *, generator=None):
     g = _gen(generator, 1611)
     V, d, B, T = 7, 6, 3, 5
     apply = remote_apply(train_step)
-    for max_norm, weight_decay, betas in ((0.05, 0.1, (0.85, 0.95)), (100.0, 0.3, (0.8, 0.999))):
+    for max_norm, weight_decay, betas, logits_fn, order in (
+            (0.05, 0.1, (0.85, 0.95), _tiny_logits, (0, 1, 2, 3)),
+            (100.0, 0.3, (0.8, 0.999), _tiny_logits_gain_first, (2, 0, 3, 1))):
         cfg = TrainConfig(max_steps=6, warmup_steps=2, lr=0.05, min_lr=0.005,
                           weight_decay=weight_decay, grad_clip=max_norm, batch_size=B,
                           block_size=T, betas=betas, progress=False)
         ref = [torch.nn.Parameter(t) for t in (_randn(g, V, d), _randn(g, d, d, scale=0.5),
                                                1 + 0.3 * _randn(g, d), _randn(g, V, d))]
+        ref = [ref[i] for i in order]
         opt = AdamW([{"params": [p for p in ref if p.dim() >= 2], "weight_decay": weight_decay},
                      {"params": [p for p in ref if p.dim() < 2], "weight_decay": 0.0}],
                     lr=cfg.lr, betas=cfg.betas, eps=1e-8)
@@ -1043,44 +1062,46 @@ def check_ch16_train_step(train_step, *, generator=None):
         v = [torch.zeros_like(p) for p in ref]
         weights, batches, moments, steps = [], [], [], []
 
-        def reference_steps():
-            """mathref's six steps: yields what step s starts from, then computes what it
-            gives. In the notebook the answer's step s runs between the two, so no frame above
-            it holds the weights and moments it should return (the delta read's N2: an answer
-            read them through a traceback); resuming this generator from the answer is refused
-            by the gate, as the checkers' own code."""
+        def begin(step):
+            """What mathref's step ``step`` starts from: its weights, batch and moments."""
+            x = torch.randint(V, (B, T), generator=g)
+            y = torch.randint(V, (B, T), generator=g)
+            weights.append([p.detach().clone() for p in ref])
+            batches.append((x, y))
+            moments.append((m, v))
+            return weights[-1], batches[-1], moments[-1]
+
+        def finish(step):
+            """mathref's step ``step``. In the notebook it runs after the answer's step has
+            returned, so no frame above the answer holds the weights and moments it should
+            return (the delta read's N2: an answer read them through a traceback); an answer
+            that advances the iterator is refused by the gate, as the checkers' own code."""
             nonlocal m, v
-            for step in range(cfg.max_steps):
-                x = torch.randint(V, (B, T), generator=g)
-                y = torch.randint(V, (B, T), generator=g)
-                weights.append([p.detach().clone() for p in ref])
-                batches.append((x, y))
-                moments.append((m, v))
-                yield weights[-1], batches[-1], moments[-1]
-                lr = warmup_cosine(step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
-                for group in opt.param_groups:
-                    group["lr"] = lr
-                loss = F.cross_entropy(_tiny_logits(ref, x).flatten(0, 1), y.flatten())
-                raw = torch.autograd.grad(loss, ref)
-                for p, gr in zip(ref, raw):
-                    p.grad = gr.clone()             # clipped in place below; raw stays unclipped
-                norm = float(clip_grad_norm_(ref, max_norm))
-                opt.step()
-                m = [opt.state[p]["exp_avg"].clone() for p in ref]
-                v = [opt.state[p]["exp_avg_sq"].clone() for p in ref]
-                steps.append(dict(lr=lr, loss=loss.detach(), raw=raw, norm=norm, m=m, v=v,
-                                  clipped=[p.grad.clone() for p in ref],
-                                  params=[p.detach().clone() for p in ref]))
+            x, y = batches[step]
+            lr = warmup_cosine(step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            loss = F.cross_entropy(logits_fn(ref, x).flatten(0, 1), y.flatten())
+            raw = torch.autograd.grad(loss, ref)
+            for p, gr in zip(ref, raw):
+                p.grad = gr.clone()             # clipped in place below; raw stays unclipped
+            norm = float(clip_grad_norm_(ref, max_norm))
+            opt.step()
+            m = [opt.state[p]["exp_avg"].clone() for p in ref]
+            v = [opt.state[p]["exp_avg_sq"].clone() for p in ref]
+            steps.append(dict(lr=lr, loss=loss.detach(), raw=raw, norm=norm, m=m, v=v,
+                              clipped=[p.grad.clone() for p in ref],
+                              params=[p.detach().clone() for p in ref]))
 
         # the learner's six steps, on one list of leaves (in the student's process under the
         # grader: .grad never crosses its channel, and mathref's six steps are computed first)
         if apply is not None:
-            for _ in reference_steps():
+            for _ in _OneAtATime(cfg.max_steps, begin, finish):
                 pass
-            ran = apply(_steps_where_run, _tiny_logits, weights, batches, moments, cfg,
+            ran = apply(_steps_where_run, logits_fn, weights, batches, moments, cfg,
                         dict(TRAIN_PARTS))
         else:
-            ran = _steps_where_run(train_step, _tiny_logits, _OneAtATime(reference_steps()),
+            ran = _steps_where_run(train_step, logits_fn, _OneAtATime(cfg.max_steps, begin, finish),
                                    None, None, cfg, dict(TRAIN_PARTS))
         expect(isinstance(ran, (tuple, list)) and len(ran) == 2,
                "internal: the steps' results did not come back from your process")
@@ -1103,8 +1124,8 @@ def check_ch16_train_step(train_step, *, generator=None):
             expect(math.isclose(got_loss, float(want["loss"]), rel_tol=1e-9),
                    f"{case}: the loss is {got_loss:.10g}, mathref's cross-entropy of the logits "
                    f"is {float(want['loss']):.10g} (the mean over all B·T positions)")
-            names = ("the embedding", "the tanh layer's matrix", "the gain (1-D: not decayed)",
-                     "the head")
+            names = [("the embedding", "the tanh layer's matrix", "the gain (1-D: not decayed)",
+                      "the head")[i] for i in order]
             for what, got in (("parameters", got_p), ("m", got_m), ("v", got_v)):
                 expect(isinstance(got, (tuple, list)) and len(got) == 4,
                        f"{case}: return a list of 4 tensors for {what}")

@@ -952,3 +952,19 @@ def clip_reads_the_checkers_frames(grads, max_norm):
 WRONG_ANSWERS["ch16-adamw"].append(adamw_reads_the_checkers_frames)
 WRONG_ANSWERS["ch16-schedule"].append(schedule_reads_the_checkers_frames)
 WRONG_ANSWERS["ch16-clip"].append(clip_reads_the_checkers_frames)
+
+
+def train_step_decay_by_position(logits_fn, params, x, y, m, v, step, cfg, parts):
+    # chapter 16's attack read: no decay for params[2], where the check's gain once sat in both
+    # cases; on a GPT's parameter list it would decay every gain but one. The check's second
+    # case now orders the parameters (gain, embedding, head, matrix)
+    lr = parts["schedule"](step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
+    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())
+    grads, _ = parts["clip"](list(torch.autograd.grad(loss, params)), cfg.grad_clip)
+    out = [parts["adamw"](p.detach(), g, a, b, step + 1, lr, cfg.betas, 1e-8,
+                          0.0 if i == 2 else cfg.weight_decay)
+           for i, (p, g, a, b) in enumerate(zip(params, grads, m, v))]
+    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()
+
+
+WRONG_ANSWERS["ch16-train-step"].append(train_step_decay_by_position)
