@@ -113,3 +113,20 @@ def test_the_canary_refuses_a_ref_that_does_not_exist(tmp_path, monkeypatch):
         canary.mirror_with_ref("v99.0.0", tmp_path)
     mirror = canary.mirror_with_ref("HEAD", tmp_path / "ok")
     assert (mirror / "HEAD").exists()
+
+
+def test_the_canary_names_a_crash_of_the_unit_tests(tmp_path, capsys):
+    # the CI run of bad38d9: the floor's pytest died with no summary line, and the log showed
+    # only a line of dots; now the signal and the faulthandler's lines on stderr are shown
+    import canary
+
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    python.write_text("#!/bin/sh\necho ....\necho 'Fatal Python error: Segmentation fault' >&2\n"
+                      "echo '  File \"tests/test_x.py\", line 3 in test_y' >&2\nkill -SEGV $$\n")
+    python.chmod(0o755)
+    line, rc = canary.run_unit(tmp_path, jobs=1, quick=True)
+    assert rc != 0 and line.startswith("✗") and "killed by signal 11" in line, line
+    log = capsys.readouterr().out
+    assert "stderr: Fatal Python error: Segmentation fault" in log, log
+    assert 'tests/test_x.py", line 3 in test_y' in log, log

@@ -318,10 +318,16 @@ def run_unit(venv, jobs, quick=False):
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     out = proc.stdout.strip().splitlines()
     summary = out[-1].strip("= ") if out else proc.stderr.strip()[-160:]
+    if proc.returncode < 0:  # the interpreter died (a signal): no summary line
+        summary = f"pytest killed by signal {-proc.returncode}"
     failed = [ln for ln in out if ln.startswith(("FAILED", "ERROR"))]
     log(f"{venv.name} unit tests: {summary} ({time.time() - start:.0f} s)")
     for line in failed[:20]:
         log("  " + line[:200])
+    if proc.returncode and not failed:
+        # a crash or an error before any test: pytest's faulthandler names the test and frames
+        for line in proc.stderr.strip().splitlines()[-40:]:
+            log("  stderr: " + line[:200])
     return ("✓ " if proc.returncode == 0 else "✗ ") + f"({summary.split(' in ')[0]})", proc.returncode
 
 
