@@ -334,8 +334,12 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None,
        top_p, and keep the tokens with p_i ≥ min_p · max_j p_j;
     4. renormalize and sample.
 
-    The truncations of step 3 intersect: each keeps the most likely token, and renormalizing
-    rescales all kept probabilities alike, so min-p's ratio p_i / max_j p_j does not change."""
+    Step 3 filters in this order, each on what the one before kept, as transformers does. Top-p
+    sums the top-k distribution renormalized, so it can keep fewer tokens than either filter
+    alone: p = (0.4, 0.3, 0.2, 0.1) with top_k=2, top_p=0.5 keeps token 0 only, while each alone
+    keeps {0, 1}. Min-p keeps exactly the intersection with its own set: both earlier filters keep
+    the most likely token, and renormalizing rescales the kept probabilities alike, so the ratio
+    p_i / max_j p_j does not change."""
     check_tensor("logits", logits, dims=2, kind="float")
     temperature = check_number("temperature", temperature, min=0.0)
     check_int("top_k", top_k, min=1, optional=True)
@@ -343,6 +347,9 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None,
         check_number("top_p", top_p, min=0.0, max=1.0, min_open=True)
     if min_p is not None:
         check_number("min_p", min_p, min=0.0, max=1.0, min_open=True)
+    if previous is not None and repetition_penalty is None:
+        raise ValueError("previous is read only by the repetition penalty: pass "
+                         "repetition_penalty too, or leave previous out")
     if repetition_penalty is not None:
         check_number("repetition_penalty", repetition_penalty, min=0.0, min_open=True)
         check_tensor("previous", previous, dims=2, kind="int")
@@ -389,6 +396,9 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     check_tensor("idx", idx, dims=2, kind="int")
     check_int("max_new_tokens", max_new_tokens, min=0)
     check_int("penalty_window", penalty_window, min=1, optional=True)
+    if penalty_window is not None and repetition_penalty is None:
+        raise ValueError("penalty_window is read only by the repetition penalty: pass "
+                         "repetition_penalty too, or leave penalty_window out")
     was_training = model.training
     model.eval()
     block = model.config.block_size

@@ -139,8 +139,9 @@ def test_min_p_and_repetition_penalty_match_hugging_face(kw):
     previous = torch.randint(12, (3, 5), generator=gen)
     want = _hf_probs(logits, previous, **kw)
     n = 40000
-    draws = sample_next(logits.repeat_interleave(n, 0), generator=gen,
-                        previous=previous.repeat_interleave(n, 0), **kw).view(3, n)
+    if "repetition_penalty" in kw:
+        kw = dict(kw, previous=previous.repeat_interleave(n, 0))
+    draws = sample_next(logits.repeat_interleave(n, 0), generator=gen, **kw).view(3, n)
     freq = torch.stack([torch.bincount(row, minlength=12) for row in draws]).double() / n
     assert not (freq > 0)[want == 0].any()                   # no token the oracle cuts is drawn
     assert (freq > 0)[want > 1e-3].all()                     # and every likely one it keeps is
@@ -164,6 +165,26 @@ def test_repetition_penalty_and_min_p_rules():
         sample_next(logits, min_p=0.0)
     with pytest.raises(ValueError, match="previous"):
         sample_next(logits, repetition_penalty=1.2, previous=torch.tensor([[0, 7]]))
+    with pytest.raises(ValueError, match="previous is read only by the repetition penalty"):
+        sample_next(logits, previous=prev)
+
+
+def test_the_filters_apply_in_order_and_min_p_keeps_the_intersection():
+    """top-k then top-p can keep fewer tokens than either alone (top-p sums the renormalized
+    top-k distribution); min-p after either keeps exactly the intersection of the sets."""
+    logits = torch.tensor([[0.4, 0.3, 0.2, 0.1]]).log().expand(3000, -1)
+    g = torch.Generator().manual_seed(0)
+
+    def kept(**kw):
+        return sample_next(logits, generator=g, **kw).unique().tolist()
+
+    assert kept(top_k=2) == [0, 1] and kept(top_p=0.5) == [0, 1]
+    assert kept(top_k=2, top_p=0.5) == [0]          # 0.4 / 0.7 = 0.57 ≥ 0.5 already
+    # min-p 0.6 alone keeps p ≥ 0.24, {0, 1}; after top_k=3 or top_p=0.8 the same two
+    assert kept(min_p=0.6) == [0, 1]
+    assert kept(top_k=3, min_p=0.6) == kept(top_p=0.8, min_p=0.6) == [0, 1]
+    assert kept(top_p=0.8) == [0, 1, 2] and kept(min_p=0.2) == [0, 1, 2, 3]
+    assert kept(top_p=0.8, min_p=0.2) == [0, 1, 2]  # the intersection of the two
 
 
 @pytest.mark.parametrize("window", [None, 3])
