@@ -932,7 +932,7 @@ def test_ch16_graphs_and_the_sixth_reads_attacks_under_the_grader(tmp_path):
     message naming its cause; right answers in other forms (backward with the gradients cleared
     after use, RoPE as complex multiplication, the reference decoder) pass. The attack read's
     train step that decays by position (no decay for params[2]) fails: the check's second case
-    orders the parameters another way."""
+    orders the parameters another way. Right answers that use F.linear and F.one_hot pass."""
     from tests.exercises.ch16 import RIGHT_ANSWERS
     from tests.notebooks import solution_cell
     source = read(ROOT / "notebooks" / "16_build_it_yourself.ipynb")
@@ -977,6 +977,10 @@ def test_ch16_graphs_and_the_sixth_reads_attacks_under_the_grader(tmp_path):
         "            decay = 0.0 if i == 2 else cfg.weight_decay")}
     right = {"ch16-train-step": RIGHT_ANSWERS["ch16-train-step"][1],
              "ch16-rope": RIGHT_ANSWERS["ch16-rope"][0],
+             # F.linear and F.one_hot (chapter 16's read, M1: refused before)
+             "ch16-swiglu": RIGHT_ANSWERS["ch16-swiglu"][1],
+             "ch16-attention": RIGHT_ANSWERS["ch16-attention"][0],
+             "ch16-gpt-forward": RIGHT_ANSWERS["ch16-gpt-forward"][0],
              "ch16-generate": solution_cell(source, "ch16-generate").source}
     folder = tmp_path / "subs"
     folder.mkdir()

@@ -18,6 +18,7 @@ COMPLEX = ("complex", "polar", "view_as_real", "view_as_complex", "imag", "angle
            "conj_physical", "conj_physical_", "_conj_physical")
 SILU = ("silu", "silu_")
 EMBEDDING = ("embedding",)
+MATMUL = ("linear", "inner")
 CROSS_ENTROPY = ("cross_entropy_loss", "nll_loss", "nll_loss_forward", "nll_loss_nd",
                  "nll_loss2d_forward")
 FOREACH = tuple(f"_foreach_{op}{inplace}" for op in (
@@ -204,18 +205,27 @@ ALLOWANCES = {
     # q kᵀ by any name of a matrix product (F.linear(q, k) and torch.inner(q, k) are q kᵀ)
     "ch15-flash-tile-step": dict(ops=("linear", "inner"), allows="F.linear and torch.inner"),
     # chapter 16 allows any PyTorch tensor operation but the ready-made layers, optimizers and
-    # the course's model (refused by name); the parts a checker hands in run the same operators
+    # the course's model (refused by name); the parts a checker hands in run the same operators.
+    # A matrix product by any name: F.linear(x, W) is x Wᵀ and torch.inner(x, W) the same (the
+    # weights have nn.Linear's layout), and F.one_hot(idx, V) @ E is the embedding lookup
+    # (chapter 16's read, M1: right answers with F.linear were refused)
+    "ch16-rms-norm": dict(ops=MATMUL, allows="F.linear and torch.inner"),
     "ch16-rope": dict(ops=COMPLEX, allows="complex numbers"),
-    "ch16-swiglu": dict(ops=SILU, allows="F.silu"),
+    "ch16-swiglu": dict(ops=SILU + MATMUL, allows="F.silu, F.linear and torch.inner"),
     # the statement refuses only torch.optim and mathref's optimizers: the torch._foreach_*
     # arithmetic (what PyTorch's AdamW runs) is allowed, as in chapter 6's ch06-adamw-step
     "ch16-adamw": dict(ops=FOREACH, allows="the torch._foreach_* arithmetic"),
-    "ch16-attention": dict(ops=SOFTMAX, allows="torch.softmax"),
-    "ch16-train-step": dict(ops=SOFTMAX + LOG_SOFTMAX + SILU + EMBEDDING + CROSS_ENTROPY + BACKWARD,
-                            allows="torch.softmax, F.cross_entropy's log-softmax and F.silu"),
-    "ch16-block": dict(ops=SOFTMAX + SILU, allows="torch.softmax, F.silu and the parts it is given"),
-    "ch16-gpt-forward": dict(ops=SOFTMAX + SILU + EMBEDDING,
-                             allows="torch.softmax, F.silu, F.embedding and the parts it is given"),
+    "ch16-attention": dict(ops=SOFTMAX + MATMUL, allows="torch.softmax, F.linear and torch.inner"),
+    "ch16-train-step": dict(ops=SOFTMAX + LOG_SOFTMAX + SILU + EMBEDDING + CROSS_ENTROPY + BACKWARD
+                            + MATMUL + ("one_hot",),
+                            allows="torch.softmax, F.cross_entropy's log-softmax, F.silu, "
+                                   "F.linear, torch.inner and F.one_hot"),
+    "ch16-block": dict(ops=SOFTMAX + SILU + MATMUL,
+                       allows="torch.softmax, F.silu, F.linear, torch.inner and the parts it is "
+                              "given"),
+    "ch16-gpt-forward": dict(ops=SOFTMAX + SILU + EMBEDDING + MATMUL + ("one_hot",),
+                             allows="torch.softmax, F.silu, F.embedding, F.linear, torch.inner, "
+                                    "F.one_hot and the parts it is given"),
     # step(ids) runs mathref.GPT with its cache (mathref's generate/sample_next refused by name)
     "ch16-generate": dict(ops=SOFTMAX + LOG_SOFTMAX + SILU + EMBEDDING + ("dropout", "linear"),
                           mathref=("mathref.gpt", "mathref.transformer", "mathref.norm")

@@ -968,3 +968,38 @@ def train_step_decay_by_position(logits_fn, params, x, y, m, v, step, cfg, parts
 
 
 WRONG_ANSWERS["ch16-train-step"].append(train_step_decay_by_position)
+
+
+# chapter 16's read, M1: a matrix product by any name (F.linear(x, W) is x Wᵀ, with the
+# weights in nn.Linear's layout) and the lookup as a one-hot product are right answers
+RIGHT_ANSWERS["ch16-swiglu"].append(
+    "def swiglu_mlp(x, w_gate, w_up, w_down):\n"
+    "    return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)\n")
+RIGHT_ANSWERS.setdefault("ch16-attention", []).append(
+    "def causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):\n"
+    "    B, T, d = x.shape\n"
+    "    d_k = d // n_head\n"
+    "    q, k, v = (F.linear(x, w).view(B, T, n_head, d_k).transpose(1, 2)\n"
+    "               for w in (w_q, w_k, w_v))\n"
+    "    start = 0 if cache is None else cache[0].shape[-2]\n"
+    "    positions = torch.arange(start, start + T, device=x.device)\n"
+    "    q, k = rope(q, positions), rope(k, positions)\n"
+    "    if cache is not None:\n"
+    "        k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)\n"
+    "    S = k.shape[-2]\n"
+    "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)\n"
+    "    mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)\n"
+    "    out = torch.softmax(scores.masked_fill(~mask, float('-inf')), -1) @ v\n"
+    "    return F.linear(out.transpose(1, 2).reshape(B, T, d), w_o), (k, v)\n")
+RIGHT_ANSWERS.setdefault("ch16-gpt-forward", []).append(
+    "def gpt_forward(idx, params, n_head, n_layer, parts, caches=None):\n"
+    "    E = params['tok_emb.weight']\n"
+    "    x = F.one_hot(idx, E.shape[0]).to(E.dtype) @ E\n"
+    "    caches = [None] * n_layer if caches is None else caches\n"
+    "    new = []\n"
+    "    for i in range(n_layer):\n"
+    "        p = {k[len(f'blocks.{i}.'):]: w for k, w in params.items()\n"
+    "             if k.startswith(f'blocks.{i}.')}\n"
+    "        x, c = parts['block'](x, p, n_head, parts, caches[i])\n"
+    "        new.append(c)\n"
+    "    return F.linear(parts['norm'](x, params['ln_f.weight']), params['lm_head.weight']), new\n")
