@@ -17,6 +17,12 @@ def test_float32_angles_are_named():
     assert "float64" in _message(checks.check_ch16_rope, answers.rope_float32_angles)
 
 
+def test_a_float32_softmax_in_attention_is_named():
+    # chapter 16's read, L-D: the attention check gave no cause for a float32-sized error
+    message = _message(checks.check_ch16_attention, answers.attention_float32_softmax)
+    assert "float32's size" in message, message
+
+
 def test_a_prompt_fed_token_by_token_is_refused():
     message = _message(checks.check_ch16_generate, answers.generate_prompt_token_by_token)
     assert "whole prompt" in message

@@ -159,8 +159,12 @@ def _close(got, want, what, tol=1e-9, diagnose=None):
     expect(tuple(got.shape) == tuple(want.shape),
            f"{what}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}")
     err = (got.detach() - want.detach()).abs().max().item() if want.numel() else 0.0
-    if not err < tol * max(1.0, want.detach().abs().max().item()):
+    scale = max(1.0, want.detach().abs().max().item())
+    if not err < tol * scale:
         why = diagnose(got.detach()) if diagnose else ""
+        if not why and err < 2e-6 * scale:      # far above float64 rounding, near float32's
+            why = (" (an error of float32's size: some step ran in float32, e.g. a .float() or "
+                   "a tensor made without dtype=; keep the inputs' float64 throughout)")
         raise CheckFailure(f"{what}: largest difference from mathref's is {err:.3g}{why}")
 
 

@@ -68,7 +68,7 @@ def swiglu_sigmoid(x, w_gate, w_up, w_down):
 
 # ---- attention -----------------------------------------------------------------------------
 def _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None, mask="bottom-right",
-               rope_v=False, scale=None, positions_from_zero=False):
+               rope_v=False, scale=None, positions_from_zero=False, float32_softmax=False):
     B, T, d = x.shape
     d_k = d // n_head
 
@@ -89,8 +89,12 @@ def _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None, mask="bottom-rig
         scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(S - T), -math.inf)
     elif mask == "top-left":
         scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(0), -math.inf)
-    out = scores.softmax(-1) @ v
+    out = (scores.float().softmax(-1).double() if float32_softmax else scores.softmax(-1)) @ v
     return out.transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)
+
+
+def attention_float32_softmax(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, float32_softmax=True)
 
 
 def attention_no_mask(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
@@ -1003,3 +1007,7 @@ RIGHT_ANSWERS.setdefault("ch16-gpt-forward", []).append(
     "        x, c = parts['block'](x, p, n_head, parts, caches[i])\n"
     "        new.append(c)\n"
     "    return F.linear(parts['norm'](x, params['ln_f.weight']), params['lm_head.weight']), new\n")
+
+
+# chapter 16's read, L-D: a softmax in float32 (its error is now named by the check)
+WRONG_ANSWERS["ch16-attention"].append(attention_float32_softmax)
