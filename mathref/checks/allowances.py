@@ -209,12 +209,15 @@ ALLOWANCES = {
     # A matrix product by any name: F.linear(x, W) is x Wᵀ and torch.inner(x, W) the same (the
     # weights have nn.Linear's layout), and F.one_hot(idx, V) @ E is the embedding lookup
     # (chapter 16's read, M1: right answers with F.linear were refused)
-    "ch16-rms-norm": dict(ops=MATMUL, allows="F.linear and torch.inner"),
+    # torch.linalg.norm by its own name (torch.norm and torch.linalg.vector_norm already pass)
+    "ch16-rms-norm": dict(ops=MATMUL + ("linalg_norm",),
+                          allows="F.linear, torch.inner and torch.linalg.norm"),
     "ch16-rope": dict(ops=COMPLEX, allows="complex numbers"),
     "ch16-swiglu": dict(ops=SILU + MATMUL, allows="F.silu, F.linear and torch.inner"),
     # the statement refuses only torch.optim and mathref's optimizers: the torch._foreach_*
     # arithmetic (what PyTorch's AdamW runs) is allowed, as in chapter 6's ch06-adamw-step
     "ch16-adamw": dict(ops=FOREACH, allows="the torch._foreach_* arithmetic"),
+    "ch16-clip": dict(ops=("linalg_norm",), allows="torch.linalg.norm"),
     "ch16-attention": dict(ops=SOFTMAX + MATMUL, allows="torch.softmax, F.linear and torch.inner"),
     "ch16-train-step": dict(ops=SOFTMAX + LOG_SOFTMAX + SILU + EMBEDDING + CROSS_ENTROPY + BACKWARD
                             + MATMUL + ("one_hot",),

@@ -68,7 +68,8 @@ def swiglu_sigmoid(x, w_gate, w_up, w_down):
 
 # ---- attention -----------------------------------------------------------------------------
 def _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None, mask="bottom-right",
-               rope_v=False, scale=None, positions_from_zero=False, float32_softmax=False):
+               rope_v=False, scale=None, positions_from_zero=False, float32_softmax=False,
+               fill=-math.inf, float_positions=False):
     B, T, d = x.shape
     d_k = d // n_head
 
@@ -77,7 +78,7 @@ def _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None, mask="bottom-rig
 
     q, k, v = heads(x @ w_q.T), heads(x @ w_k.T), heads(x @ w_v.T)
     start = 0 if cache is None or positions_from_zero else cache[0].shape[-2]
-    positions = torch.arange(start, start + T)
+    positions = torch.arange(start, start + T, dtype=torch.float64 if float_positions else None)
     q, k = rope(q, positions), rope(k, positions)
     if rope_v:
         v = rope(v, positions)
@@ -86,7 +87,7 @@ def _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None, mask="bottom-rig
     S = k.shape[-2]
     scores = q @ k.transpose(-2, -1) / math.sqrt(scale or d_k)
     if mask == "bottom-right":
-        scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(S - T), -math.inf)
+        scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(S - T), fill)
     elif mask == "top-left":
         scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(0), -math.inf)
     out = (scores.float().softmax(-1).double() if float32_softmax else scores.softmax(-1)) @ v
@@ -1011,3 +1012,103 @@ RIGHT_ANSWERS.setdefault("ch16-gpt-forward", []).append(
 
 # chapter 16's read, L-D: a softmax in float32 (its error is now named by the check)
 WRONG_ANSWERS["ch16-attention"].append(attention_float32_softmax)
+
+
+
+# ---- chapter 16's second red team: wrong answers the grader accepted (G1–G6) ----------------
+def attention_mask_minus_30(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):   # G1
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, fill=-30.0)
+
+
+def attention_float_positions(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):   # G6
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, float_positions=True)
+
+
+def train_step_decay_by_size(logits_fn, params, x, y, m, v, step, cfg, parts):   # G2
+    lr = parts["schedule"](step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
+    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())
+    grads, _ = parts["clip"](list(torch.autograd.grad(loss, params)), cfg.grad_clip)
+    out = [parts["adamw"](p.detach(), g, a, b, step + 1, lr, cfg.betas, 1e-8,
+                          cfg.weight_decay if p.numel() > 6 else 0.0)
+           for p, g, a, b in zip(params, grads, m, v)]
+    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()
+
+
+def train_step_smallest_undecayed(logits_fn, params, x, y, m, v, step, cfg, parts):   # G2
+    smallest = min(p.numel() for p in params)
+    lr = parts["schedule"](step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
+    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())
+    grads, _ = parts["clip"](list(torch.autograd.grad(loss, params)), cfg.grad_clip)
+    out = [parts["adamw"](p.detach(), g, a, b, step + 1, lr, cfg.betas, 1e-8,
+                          0.0 if p.numel() == smallest else cfg.weight_decay)
+           for p, g, a, b in zip(params, grads, m, v)]
+    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()
+
+
+def rope_float32_angles_of_float32_x(x, positions, base=10000.0):   # G3: x.dtype throughout
+    d = x.shape[-1]
+    theta = base ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    angle = positions.to(x.dtype)[:, None] * theta
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+
+
+def generate_float_ids(step, prompt, max_new_tokens, temperature=0.0, top_k=None, top_p=None,
+                       draw=None):   # G4
+    return _generate(step, prompt, max_new_tokens, temperature, top_k, top_p, draw).double()
+
+
+def _right_schedule(step, warmup_steps, total_steps, lr_max, lr_min):
+    if step < warmup_steps:
+        return lr_max * (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
+    return lr_min + 0.5 * (lr_max - lr_min) * (1 + math.cos(math.pi * progress))
+
+
+def schedule_as_text(step, warmup_steps, total_steps, lr_max, lr_min):   # G5
+    return repr(_right_schedule(step, warmup_steps, total_steps, lr_max, lr_min))
+
+
+def schedule_as_one_element_list_tensor(step, warmup_steps, total_steps, lr_max, lr_min):   # G5
+    return torch.tensor([_right_schedule(step, warmup_steps, total_steps, lr_max, lr_min)],
+                        dtype=torch.float64)
+
+
+def clip_norm_as_text(grads, max_norm):   # G5
+    total = math.sqrt(sum(float((g * g).sum()) for g in grads))
+    return [g * min(1.0, max_norm / (total + 1e-6)) for g in grads], repr(total)
+
+
+WRONG_ANSWERS["ch16-attention"] += [attention_mask_minus_30, attention_float_positions]
+WRONG_ANSWERS["ch16-train-step"] += [train_step_decay_by_size, train_step_smallest_undecayed]
+WRONG_ANSWERS["ch16-rope"].append(rope_float32_angles_of_float32_x)
+WRONG_ANSWERS["ch16-generate"].append(generate_float_ids)
+WRONG_ANSWERS["ch16-schedule"] += [schedule_as_text, schedule_as_one_element_list_tensor]
+WRONG_ANSWERS["ch16-clip"].append(clip_norm_as_text)
+
+# right answers: a finite fill that underflows (−1e4, an older convention), torch.linalg.norm
+RIGHT_ANSWERS["ch16-attention"].append(
+    "def causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):\n"
+    "    B, T, d = x.shape\n"
+    "    d_k = d // n_head\n"
+    "    q, k, v = ((x @ w.T).view(B, T, n_head, d_k).transpose(1, 2) for w in (w_q, w_k, w_v))\n"
+    "    start = 0 if cache is None else cache[0].shape[-2]\n"
+    "    positions = torch.arange(start, start + T)\n"
+    "    q, k = rope(q, positions), rope(k, positions)\n"
+    "    if cache is not None:\n"
+    "        k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)\n"
+    "    S = k.shape[-2]\n"
+    "    future = ~torch.ones(T, S, dtype=torch.bool).tril(S - T)\n"
+    "    scores = (q @ k.transpose(-2, -1) / math.sqrt(d_k)).masked_fill(future, -1e4)\n"
+    "    out = torch.softmax(scores, -1) @ v\n"
+    "    return out.transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)\n")
+RIGHT_ANSWERS["ch16-rms-norm"].append(
+    "def rms_norm(x, weight, eps=1e-5):\n"
+    "    ms = torch.linalg.norm(x, dim=-1, keepdim=True) ** 2 / x.shape[-1]\n"
+    "    return x / torch.sqrt(ms + eps) * weight\n")
+RIGHT_ANSWERS.setdefault("ch16-clip", []).append(
+    "def clip_global_norm(grads, max_norm):\n"
+    "    total = torch.linalg.norm(torch.cat([g.flatten() for g in grads]))\n"
+    "    scale = min(1.0, max_norm / (float(total) + 1e-6))\n"
+    "    return [g * scale for g in grads], total\n")
