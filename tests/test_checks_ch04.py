@@ -1,6 +1,7 @@
 """Chapter 4's checkers: the tight tolerances pass every exact formula and name the right cause
 when they fail (a fresh read of chapter 4, 2026-11-29)."""
 import math
+import re
 
 import pytest
 import torch
@@ -462,3 +463,87 @@ def test_a_shape_error_unrelated_to_the_targets_is_not_blamed_on_num_classes():
         checks.check_ch04_embedding_cross_entropy_backward(bigram_wrong_shape)
     assert "num_classes" not in failure.value.message
     assert "your code raised RuntimeError" in failure.value.message
+
+
+# ---------------------------------------------------------------- ch04-two-layer-jvp
+# (chapter 4's evening read, L9: the checker's own tests; M1, L2, L3, L7)
+from tests.exercises.ch04 import (jvp_broadcast_along_rows, jvp_reverse_mode,  # noqa: E402
+                                  jvp_no_inner_derivative, jvp_one_minus_tanh,
+                                  jvp_by_central_difference, jvp_in_float32, jvp_by_complex_step,
+                                  jvp_by_torch_func, jvp_by_richardson,
+                                  jvp_by_python_complex_step)
+
+
+def jvp_reference(X, V, w, u):
+    a = torch.tanh(X @ w)
+    y = torch.tanh(V @ a)
+    col = (lambda t: t[:, None]) if u.dim() == 2 else (lambda t: t)
+    return y, col(1 - y ** 2) * (V @ (col(1 - a ** 2) * (X @ u)))
+
+
+def jvp_by_mathref_tanh(X, V, w, u):          # chapter 3's tanh and tanh_grad (L2)
+    from mathref import nn as mnn
+    z1 = X @ w
+    z2 = V @ mnn.tanh(z1)
+    col = (lambda t: t[:, None]) if u.dim() == 2 else (lambda t: t)
+    return mnn.tanh(z2), col(mnn.tanh_grad(z2)) * (V @ (col(mnn.tanh_grad(z1)) * (X @ u)))
+
+
+def _generator(seed):
+    return None if seed is None else torch.Generator().manual_seed(seed)
+
+
+@pytest.mark.parametrize("answer", [jvp_reference, jvp_by_mathref_tanh])
+@pytest.mark.parametrize("seed", [None, 1, 2, 3])
+def test_two_layer_jvp_right_answers_pass_on_any_inputs(answer, seed, capsys):
+    checks.check_ch04_two_layer_jvp(answer, generator=_generator(seed))
+    assert "✅ ch04-two-layer-jvp: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("answer, message", [
+    (jvp_broadcast_along_rows, "without [:, None] a vector broadcasts along the rows"),
+    (jvp_reverse_mode, "that is uᵀJ, the vector–Jacobian product of reverse mode"),
+    (jvp_no_inner_derivative, "the inner tanh′ factor 1 − a²"),
+    (jvp_one_minus_tanh, "squared, not 1 − tanh"),
+    (jvp_in_float32, "computed in torch.float32"),
+    (jvp_by_central_difference, "close but more than rounding"),
+    (jvp_by_complex_step, "complex-step differentiation"),
+])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_two_layer_jvp_slips_name_their_cause(answer, message, seed):
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch04_two_layer_jvp(answer, generator=_generator(seed))
+    assert message in failure.value.message, failure.value.message
+
+
+def test_two_layer_jvp_messages_call_the_hidden_width_d_not_h():
+    # h is the chapter's difference step and a hidden activation (L3)
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch04_two_layer_jvp(jvp_no_inner_derivative)
+    assert "n = 4, d = 6, m = 4" in failure.value.message, failure.value.message
+
+
+def test_two_layer_jvp_autograd_refusal_speaks_of_the_jvp_not_a_gradient():
+    # (L7: without_autograd's default reason says "the gradient")
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        checks.check_ch04_two_layer_jvp(jvp_by_torch_func)
+    assert "torch.func.jvp" in failure.value.message
+    assert "gradient" not in failure.value.message, failure.value.message
+    assert "forward mode" in failure.value.message, failure.value.message
+
+
+@pytest.mark.parametrize("seed", [None, 1000])
+def test_two_layer_jvp_python_complex_step_is_not_refused_as_the_statement_says(seed, capsys):
+    # the statement (cell 114) says a complex step in Python's own complex numbers reaches
+    # rounding accuracy and is not refused: if the check ever refuses it, say so there
+    checks.check_ch04_two_layer_jvp(jvp_by_python_complex_step, generator=_generator(seed))
+    assert "passed" in capsys.readouterr().out
+
+
+def test_two_layer_jvp_richardson_is_refused_at_the_notebook_inputs_and_near_the_tolerance():
+    # the statement says a float64 Richardson quotient passes "on some inputs" (M1): refused at
+    # the notebook's fixed inputs, within a few times the tolerance of torch.func.jvp
+    with pytest.raises(ExerciseCheckFailed, match="close but more than rounding") as failure:
+        checks.check_ch04_two_layer_jvp(jvp_by_richardson)
+    err = float(re.search(r"by up to ([0-9.e-]+)", failure.value.message).group(1))
+    assert 1e-14 < err < 1e-13, failure.value.message

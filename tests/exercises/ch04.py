@@ -711,6 +711,33 @@ def jvp_by_complex_step(X, V, w, u):         # Im F(w + iεu)/ε: exact to round
     return F(w).real, (t if u.dim() == 2 else t[:, 0])
 
 
+def jvp_by_richardson(X, V, w, u, h0=0.5, levels=7):
+    # float64 central differences along each direction, Richardson-extrapolated: its error, about
+    # the check's tolerance, is refused at the notebook's inputs and passes on some drawn ones
+    # (the statement says so)
+    F = lambda w_: torch.tanh(V @ torch.tanh(X @ w_))
+    columns, out = ([u] if u.dim() == 1 else list(u.T)), []
+    for c in columns:
+        r = [(F(w + h * c) - F(w - h * c)) / (2 * h) for h in [h0 / 2 ** j for j in range(levels)]]
+        for level in range(1, levels):
+            r = [(4 ** level * r[i + 1] - r[i]) / (4 ** level - 1) for i in range(len(r) - 1)]
+        out.append(r[0])
+    return F(w), out[0] if u.dim() == 1 else torch.stack(out, dim=1)
+
+
+def jvp_by_python_complex_step(X, V, w, u):   # Im F(w + iεu)/ε in Python's own complex numbers
+    import math
+    Xl, Vl, wl = X.tolist(), V.tolist(), w.tolist()
+    U = u.tolist() if u.dim() == 2 else [[c] for c in u.tolist()]
+    th = lambda z: (math.e ** (2 * z) - 1) / (math.e ** (2 * z) + 1)
+    F = lambda wz: [th(sum(r[j] * a for j, a in enumerate(
+        [th(sum(q[i] * wz[i] for i in range(len(wz)))) for q in Xl]))) for r in Vl]
+    eps = 1e-30
+    t = torch.tensor([[o.imag / eps for o in F([wl[j] + 1j * eps * U[j][c] for j in range(len(wl))])]
+                      for c in range(len(U[0]))], dtype=torch.float64).T
+    return torch.tanh(V @ torch.tanh(X @ w)), (t if u.dim() == 2 else t[:, 0])
+
+
 WRONG_ANSWERS["ch04-two-layer-jvp"] = [
     jvp_broadcast_along_rows, jvp_reverse_mode, jvp_no_inner_derivative, jvp_one_minus_tanh,
     jvp_by_central_difference, jvp_in_float32, jvp_by_complex_step]
@@ -767,4 +794,11 @@ RIGHT_ANSWERS["ch04-two-layer-jvp"] = [
     "    y = torch.tanh(torch.einsum('mh,h->m', V, a))\n"
     "    J = torch.diag(1 - y ** 2) @ V @ torch.diag(1 - a ** 2) @ X\n"
     "    return y, J @ u\n",
+    # chapter 3's mathref.nn.tanh and tanh_grad, allowed as in ch04-linear-tanh-vjp
+    "from mathref import nn as mnn\n\n"
+    "def two_layer_jvp(X, V, w, u):\n"
+    "    z1 = X @ w\n"
+    "    z2 = V @ mnn.tanh(z1)\n"
+    "    col = (lambda t: t[:, None]) if u.dim() == 2 else (lambda t: t)\n"
+    "    return mnn.tanh(z2), col(mnn.tanh_grad(z2)) * (V @ (col(mnn.tanh_grad(z1)) * (X @ u)))\n",
 ]
