@@ -669,15 +669,18 @@ RIGHT_ANSWERS = {
 
 # ---- one training step ----------------------------------------------------------------------
 def _train_step(logits_fn, params, x, y, m, v, step, cfg, parts, decay_all=False, t_offset=1,
-                clip=True, lr_step=0):
+                clip=True, lr_step=0, decayed=None):
+    """The reference step with one slip; ``decayed(i, p, params)`` replaces the rule "decay the
+    2-D weights" when given."""
     lr = parts["schedule"](step + lr_step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
     loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())
     grads = list(torch.autograd.grad(loss, params))
     if clip:
         grads, _ = parts["clip"](grads, cfg.grad_clip)
+    rule = decayed or (lambda i, p, params: decay_all or p.dim() >= 2)
     out = [parts["adamw"](p.detach(), g, a, b, step + t_offset, lr, cfg.betas, 1e-8,
-                          cfg.weight_decay if decay_all or p.dim() >= 2 else 0.0)
-           for p, g, a, b in zip(params, grads, m, v)]
+                          cfg.weight_decay if rule(i, p, params) else 0.0)
+           for i, (p, g, a, b) in enumerate(zip(params, grads, m, v))]
     return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()
 
 
@@ -963,13 +966,8 @@ def train_step_decay_by_position(logits_fn, params, x, y, m, v, step, cfg, parts
     # chapter 16's attack read: no decay for params[2], where the check's gain once sat in both
     # cases; on a GPT's parameter list it would decay every gain but one. The check's second
     # case now orders the parameters (gain, embedding, head, matrix)
-    lr = parts["schedule"](step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
-    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())
-    grads, _ = parts["clip"](list(torch.autograd.grad(loss, params)), cfg.grad_clip)
-    out = [parts["adamw"](p.detach(), g, a, b, step + 1, lr, cfg.betas, 1e-8,
-                          0.0 if i == 2 else cfg.weight_decay)
-           for i, (p, g, a, b) in enumerate(zip(params, grads, m, v))]
-    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts,
+                       decayed=lambda i, p, params: i != 2)
 
 
 WRONG_ANSWERS["ch16-train-step"].append(train_step_decay_by_position)
@@ -1025,24 +1023,13 @@ def attention_float_positions(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None): 
 
 
 def train_step_decay_by_size(logits_fn, params, x, y, m, v, step, cfg, parts):   # G2
-    lr = parts["schedule"](step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
-    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())
-    grads, _ = parts["clip"](list(torch.autograd.grad(loss, params)), cfg.grad_clip)
-    out = [parts["adamw"](p.detach(), g, a, b, step + 1, lr, cfg.betas, 1e-8,
-                          cfg.weight_decay if p.numel() > 6 else 0.0)
-           for p, g, a, b in zip(params, grads, m, v)]
-    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts,
+                       decayed=lambda i, p, params: p.numel() > 6)
 
 
 def train_step_smallest_undecayed(logits_fn, params, x, y, m, v, step, cfg, parts):   # G2
-    smallest = min(p.numel() for p in params)
-    lr = parts["schedule"](step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)
-    loss = F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())
-    grads, _ = parts["clip"](list(torch.autograd.grad(loss, params)), cfg.grad_clip)
-    out = [parts["adamw"](p.detach(), g, a, b, step + 1, lr, cfg.betas, 1e-8,
-                          0.0 if p.numel() == smallest else cfg.weight_decay)
-           for p, g, a, b in zip(params, grads, m, v)]
-    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts,
+                       decayed=lambda i, p, params: p.numel() > min(q.numel() for q in params))
 
 
 def rope_float32_angles_of_float32_x(x, positions, base=10000.0):   # G3: x.dtype throughout
