@@ -224,7 +224,10 @@ ALLOWANCES = {
     # arithmetic (what PyTorch's AdamW runs) is allowed, as in chapter 6's ch06-adamw-step
     "ch16-adamw": dict(ops=FOREACH, allows="the torch._foreach_* arithmetic"),
     "ch16-clip": dict(ops=("linalg_norm",), allows="torch.linalg.norm"),
-    "ch16-attention": dict(ops=SOFTMAX + MATMUL, allows="torch.softmax, F.linear and torch.inner"),
+    # (the softmax as exp(s − logsumexp(s)) too: the third red team's right answer)
+    "ch16-attention": dict(ops=SOFTMAX + LOG_SOFTMAX + MATMUL,
+                           allows="torch.softmax (or log_softmax, logsumexp), F.linear and "
+                                  "torch.inner"),
     "ch16-train-step": dict(ops=SOFTMAX + LOG_SOFTMAX + SILU + EMBEDDING + CROSS_ENTROPY + BACKWARD
                             + MATMUL + ("one_hot",),
                             allows="torch.softmax, F.cross_entropy's log-softmax, F.silu, "

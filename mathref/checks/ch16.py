@@ -446,33 +446,37 @@ def check_ch16_attention(causal_self_attention, *, generator=None):
                        " (new positions start at S = the cache's length: rotate them there, "
                        "let them see every cached key, and mask among the new ones: query t "
                        "sees keys 0…S + t)"))
-    # a future position must not reach an earlier query at all. W_k is made blind to a direction
-    # u, and the last position moves by 10⁶·u: no key changes (nor any score), its value grows a
-    # millionfold. A finite mask (−30) leaves that value a weight of about e^(−30), invisible at
-    # the O(1) values above (chapter 16's red team, G1); with −∞ (or a fill that underflows,
-    # −1e4) the earlier rows do not move
+    # a future position must not reach an earlier query at all. W_k is made blind to input
+    # coordinate j (its column j zeroed), and the last position's x_j grows by 10³⁰⁰: no key and
+    # no score of an earlier query changes, the last value becomes about 10³⁰⁰. A finite fill
+    # leaves that value a weight of about e^fill, which shows unless the fill underflows
+    # (below about −700; chapter 16's red teams: −30, then −40 to −700, passed a 10⁶ test)
     B, T, d, H = 2, 5, 8, 2
     ref, _ = _attention_case(g, B, T, d, H)
     W = [w.detach().clone() for w in (ref.w_q.weight, ref.w_k.weight, ref.w_v.weight,
                                       ref.w_o.weight)]
-    u = _randn(g, d)
-    u = u / u.norm()
-    W[1] = W[1] - (W[1] @ u)[:, None] * u[None, :]          # W_k u = 0
+    j = int(torch.randint(d, (1,), generator=g))
+    W[1][:, j] = 0.0                                        # the keys ignore x_j exactly
     x = _randn(g, B, T, d)
     far = x.clone()
-    far[:, -1] += 1e6 * u
+    far[:, -1, j] += 1e300
     with torch.no_grad():
         near_out, _ = _unpack_attention(causal_self_attention(x, *W, H, _rope, None),
                                         "causal_self_attention")
         far_out, _ = _unpack_attention(causal_self_attention(far, *W, H, _rope, None),
                                        "causal_self_attention")
     near_out, far_out = _float64(near_out, "the output"), _float64(far_out, "the output")
+    case = f"B={B}, T={T}, d_model={d}, n_head={H}"
+    expect(bool(far_out[:, :-1].isfinite().all()),
+           f"{case}: with a value of about 1e300 at the last position (its key unchanged) the "
+           f"earlier positions' outputs are not finite: subtract each row's own maximum in the "
+           f"softmax (not one maximum over all rows), and give future keys weight exactly 0")
     moved = (far_out[:, :-1] - near_out[:, :-1]).abs().max().item()
     expect(moved <= 1e-9 * max(1.0, near_out[:, :-1].abs().max().item()),
-           f"B={B}, T={T}, d_model={d}, n_head={H}: a value 10⁶ times larger at the last "
-           f"position (its key unchanged) moved the earlier positions' outputs by {moved:.3g}: "
-           f"a future key must get weight exactly 0. Mask it with −∞ (masked_fill with "
-           f"float('-inf')): a finite fill such as −30 leaves it a weight of about e^(−30)")
+           f"{case}: a value of about 1e300 at the last position (its key unchanged) moved the "
+           f"earlier positions' outputs by {moved:.3g}: a future key must get weight exactly 0. "
+           f"Mask it with −∞ (masked_fill with float('-inf')): a finite fill such as −40 leaves "
+           f"it a weight of about e^(−40)")
     return "RoPE on q and k at their positions, causal softmax(QKᵀ/√d_k)V, W_o; the cache decodes"
 
 
@@ -1094,15 +1098,21 @@ def check_ch16_train_step(train_step, *, generator=None):
     apply = remote_apply(train_step)
     # case 2 reorders the parameters (gain, embedding, head, matrix) and gives them other sizes:
     # an embedding of width 1 (7 entries), an 8 × 1 matrix (8) beside a gain of 8 (chapter 16's
-    # red team: decay by position, by size or by a hard-coded shape passed the same shapes)
-    for max_norm, weight_decay, betas, logits_fn, order, d, h in (
-            (0.05, 0.1, (0.85, 0.95), _tiny_logits, (0, 1, 2, 3), 6, 6),
-            (100.0, 0.3, (0.8, 0.999), _tiny_logits_gain_first, (2, 0, 3, 1), 1, 8)):
+    # red team: decay by position, by size or by a hard-coded shape passed the same shapes), and
+    # other values (look_alike)
+    for max_norm, weight_decay, betas, logits_fn, order, d, h, look_alike in (
+            (0.05, 0.1, (0.85, 0.95), _tiny_logits, (0, 1, 2, 3), 6, 6, False),
+            (100.0, 0.3, (0.8, 0.999), _tiny_logits_gain_first, (2, 0, 3, 1), 1, 8, True)):
         cfg = TrainConfig(max_steps=6, warmup_steps=2, lr=0.05, min_lr=0.005,
                           weight_decay=weight_decay, grad_clip=max_norm, batch_size=B,
                           block_size=T, betas=betas, progress=False)
-        ref = [torch.nn.Parameter(t) for t in (_randn(g, V, d), _randn(g, h, d, scale=0.5),
-                                               1 + 0.3 * _randn(g, h), _randn(g, V, h))]
+        emb = _randn(g, V, d)
+        if look_alike:   # the matrix drawn near 1, the gain around 0: a rule that reads the
+            # values ("all positive", "mean near 1") picks the wrong one (the third red team)
+            w, gain = 1 + 0.3 * _randn(g, h, d), 0.3 * _randn(g, h)
+        else:
+            w, gain = _randn(g, h, d, scale=0.5), 1 + 0.3 * _randn(g, h)
+        ref = [torch.nn.Parameter(t) for t in (emb, w, gain, _randn(g, V, h))]
         ref = [ref[i] for i in order]
         opt = AdamW([{"params": [p for p in ref if p.dim() >= 2], "weight_decay": weight_decay},
                      {"params": [p for p in ref if p.dim() < 2], "weight_decay": 0.0}],

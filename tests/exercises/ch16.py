@@ -1099,3 +1099,45 @@ RIGHT_ANSWERS.setdefault("ch16-clip", []).append(
     "    total = torch.linalg.norm(torch.cat([g.flatten() for g in grads]))\n"
     "    scale = min(1.0, max_norm / (float(total) + 1e-6))\n"
     "    return [g * scale for g in grads], total\n")
+
+
+
+# ---- chapter 16's third red team: what still passed after G1 and G2 were fixed (H1, H2) ------
+def attention_mask_minus_40(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):   # H1
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, fill=-40.0)
+
+
+def attention_mask_minus_700(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):   # H1
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, fill=-700.0)
+
+
+def train_step_positive_weights_undecayed(logits_fn, params, x, y, m, v, step, cfg, parts):   # H2
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts,
+                       decayed=lambda i, p, params: not bool((p > 0).all()))
+
+
+def train_step_mean_near_one_undecayed(logits_fn, params, x, y, m, v, step, cfg, parts):   # H2
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts,
+                       decayed=lambda i, p, params: abs(p.mean().item() - 1) >= 0.5)
+
+
+WRONG_ANSWERS["ch16-attention"] += [attention_mask_minus_40, attention_mask_minus_700]
+WRONG_ANSWERS["ch16-train-step"] += [train_step_positive_weights_undecayed,
+                                     train_step_mean_near_one_undecayed]
+
+# the third red team's right answer refused before: the softmax as exp(s − logsumexp(s))
+RIGHT_ANSWERS["ch16-attention"].append(
+    "def causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):\n"
+    "    B, T, d = x.shape\n"
+    "    d_k = d // n_head\n"
+    "    q, k, v = ((x @ w.T).view(B, T, n_head, d_k).transpose(1, 2) for w in (w_q, w_k, w_v))\n"
+    "    start = 0 if cache is None else cache[0].shape[-2]\n"
+    "    positions = torch.arange(start, start + T)\n"
+    "    q, k = rope(q, positions), rope(k, positions)\n"
+    "    if cache is not None:\n"
+    "        k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)\n"
+    "    S = k.shape[-2]\n"
+    "    s = (q @ k.transpose(-2, -1) / math.sqrt(d_k)).masked_fill(\n"
+    "        ~torch.ones(T, S, dtype=torch.bool).tril(S - T), float('-inf'))\n"
+    "    out = torch.exp(s - torch.logsumexp(s, -1, keepdim=True)) @ v\n"
+    "    return out.transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)\n")
