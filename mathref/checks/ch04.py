@@ -343,7 +343,7 @@ def check_ch04_linear_tanh_vjp(linear_tanh_vjp):
 
 
 _JVP_BECAUSE = ("two_layer_jvp must carry the tangent through the two layers itself (forward "
-                "mode), with matrix products")
+                "mode), with matrix products, without autograd")
 # (n, d, m, k): k directions as the columns of U, or one direction (None); d is the hidden width
 # (the statement's, not h, which the chapter uses for a step and a hidden activation). With
 # d = m = k a vector of length d or m broadcasts along the wrong axis of a (d, k) or (m, k)
