@@ -373,6 +373,56 @@ def _unpack_attention(result, what):
     return out, tuple(cache)
 
 
+def _expect_future_unseen(causal_self_attention, g):
+    """A future position must not reach an earlier query at all, neither through its value nor
+    through its key (a softmax denominator), with or without a cache. Two probes move input
+    coordinate j of the last position: with W_k's column j zeroed and x_j + 10³⁰⁰, only the last
+    value changes, to about 10³⁰⁰; with W_v's column j zeroed and x_j + 5000, only the last key
+    changes, its scores against earlier queries by about ±1000. A finite fill leaves the future a
+    weight of about e^fill that either probe shows unless it underflows (below about −700), and
+    an additive mask of −1e4 or a fill of any size passes. Chapter 16's red teams: fills of −30,
+    then −40 to −700, passed a 10⁶ value probe; then a denominator that kept e^(s − 40) of the
+    future keys, and a finite fill used only with a cache, passed the 10³⁰⁰ one."""
+    B, T, d, H = 2, 5, 8, 2
+    ref, _ = _attention_case(g, B, T, d, H)
+    W0 = [w.detach().clone() for w in (ref.w_q.weight, ref.w_k.weight, ref.w_v.weight,
+                                       ref.w_o.weight)]
+    x = _randn(g, B, T, d)
+    case = f"B={B}, T={T}, d_model={d}, n_head={H}"
+    for blind, step, what in ((1, 1e300, "a value of about 1e300 (its key unchanged)"),
+                              (2, 5e3, "a key moved far (its value unchanged)")):
+        j = int(torch.randint(d, (1,), generator=g))
+        W = [w.clone() for w in W0]
+        W[blind][:, j] = 0.0                                # this projection ignores x_j exactly
+        far = x.clone()
+        far[:, -1, j] += step
+        for cached in (False, True):
+            with torch.no_grad():
+                if cached:   # two positions first, then three new ones at once with the cache
+                    _, cache = _unpack_attention(causal_self_attention(x[:, :2], *W, H, _rope,
+                                                                       None),
+                                                 "causal_self_attention")
+                    runs = [causal_self_attention(t[:, 2:], *W, H, _rope,
+                                                  tuple(c.clone() for c in cache))
+                            for t in (x, far)]
+                else:
+                    runs = [causal_self_attention(t, *W, H, _rope, None) for t in (x, far)]
+            near_out, far_out = (_float64(_unpack_attention(r, "causal_self_attention")[0],
+                                          "the output") for r in runs)
+            where = (f"{case}, {what} at the last position"
+                     + (", decoding 3 new positions with a cache of 2" if cached else ""))
+            expect(bool(far_out[:, :-1].isfinite().all()),
+                   f"{where}: the earlier positions' outputs are not finite: subtract each row's "
+                   f"own maximum in the softmax (not one maximum over all rows), and give future "
+                   f"keys weight exactly 0")
+            moved = (far_out[:, :-1] - near_out[:, :-1]).abs().max().item()
+            expect(moved <= 1e-9 * max(1.0, near_out[:, :-1].abs().max().item()),
+                   f"{where}: the earlier positions' outputs moved by {moved:.3g}. A future key "
+                   f"must not enter an earlier query's softmax at all, numerator or denominator: "
+                   f"mask its score with −∞ (masked_fill with float('-inf')) before the softmax; "
+                   f"a finite fill such as −40 leaves it a weight of about e^(−40)")
+
+
 @exercise("ch16-attention", forbid=MODEL_CALLS + (_OWN + "_attention",), because=_MODEL_BECAUSE)
 def check_ch16_attention(causal_self_attention, *, generator=None):
     """causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache) → (out, (k, v)),
@@ -446,37 +496,7 @@ def check_ch16_attention(causal_self_attention, *, generator=None):
                        " (new positions start at S = the cache's length: rotate them there, "
                        "let them see every cached key, and mask among the new ones: query t "
                        "sees keys 0…S + t)"))
-    # a future position must not reach an earlier query at all. W_k is made blind to input
-    # coordinate j (its column j zeroed), and the last position's x_j grows by 10³⁰⁰: no key and
-    # no score of an earlier query changes, the last value becomes about 10³⁰⁰. A finite fill
-    # leaves that value a weight of about e^fill, which shows unless the fill underflows
-    # (below about −700; chapter 16's red teams: −30, then −40 to −700, passed a 10⁶ test)
-    B, T, d, H = 2, 5, 8, 2
-    ref, _ = _attention_case(g, B, T, d, H)
-    W = [w.detach().clone() for w in (ref.w_q.weight, ref.w_k.weight, ref.w_v.weight,
-                                      ref.w_o.weight)]
-    j = int(torch.randint(d, (1,), generator=g))
-    W[1][:, j] = 0.0                                        # the keys ignore x_j exactly
-    x = _randn(g, B, T, d)
-    far = x.clone()
-    far[:, -1, j] += 1e300
-    with torch.no_grad():
-        near_out, _ = _unpack_attention(causal_self_attention(x, *W, H, _rope, None),
-                                        "causal_self_attention")
-        far_out, _ = _unpack_attention(causal_self_attention(far, *W, H, _rope, None),
-                                       "causal_self_attention")
-    near_out, far_out = _float64(near_out, "the output"), _float64(far_out, "the output")
-    case = f"B={B}, T={T}, d_model={d}, n_head={H}"
-    expect(bool(far_out[:, :-1].isfinite().all()),
-           f"{case}: with a value of about 1e300 at the last position (its key unchanged) the "
-           f"earlier positions' outputs are not finite: subtract each row's own maximum in the "
-           f"softmax (not one maximum over all rows), and give future keys weight exactly 0")
-    moved = (far_out[:, :-1] - near_out[:, :-1]).abs().max().item()
-    expect(moved <= 1e-9 * max(1.0, near_out[:, :-1].abs().max().item()),
-           f"{case}: a value of about 1e300 at the last position (its key unchanged) moved the "
-           f"earlier positions' outputs by {moved:.3g}: a future key must get weight exactly 0. "
-           f"Mask it with −∞ (masked_fill with float('-inf')): a finite fill such as −40 leaves "
-           f"it a weight of about e^(−40)")
+    _expect_future_unseen(causal_self_attention, g)
     return "RoPE on q and k at their positions, causal softmax(QKᵀ/√d_k)V, W_o; the cache decodes"
 
 

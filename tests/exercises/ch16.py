@@ -1141,3 +1141,47 @@ RIGHT_ANSWERS["ch16-attention"].append(
     "        ~torch.ones(T, S, dtype=torch.bool).tril(S - T), float('-inf'))\n"
     "    out = torch.exp(s - torch.logsumexp(s, -1, keepdim=True)) @ v\n"
     "    return out.transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)\n")
+
+
+
+# ---- chapter 16's fourth red team (H3, H4) ------------------------------------------------
+def attention_denominator_leak(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):   # H3
+    # the future weights zeroed after a softmax that still counted e^(s − 40) of the future keys
+    B, T, d = x.shape
+    d_k = d // n_head
+    q, k, v = ((x @ w.T).view(B, T, n_head, d_k).transpose(1, 2) for w in (w_q, w_k, w_v))
+    start = 0 if cache is None else cache[0].shape[-2]
+    positions = torch.arange(start, start + T)
+    q, k = rope(q, positions), rope(k, positions)
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)
+    S = k.shape[-2]
+    allowed = torch.ones(T, S, dtype=torch.bool).tril(S - T).to(x.dtype)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    w = torch.softmax(scores - 40.0 * (1 - allowed), dim=-1) * allowed
+    return (w @ v).transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)
+
+
+def attention_finite_mask_with_a_cache(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):   # H4
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache,
+                      fill=-math.inf if cache is None else -40.0)
+
+
+WRONG_ANSWERS["ch16-attention"] += [attention_denominator_leak, attention_finite_mask_with_a_cache]
+
+# a fill that underflows and an additive mask of -1e9 are right answers (the scores the probes
+# make stay far below 1e9)
+RIGHT_ANSWERS["ch16-attention"].append(
+    "def causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):\n"
+    "    B, T, d = x.shape\n"
+    "    d_k = d // n_head\n"
+    "    q, k, v = ((x @ w.T).view(B, T, n_head, d_k).transpose(1, 2) for w in (w_q, w_k, w_v))\n"
+    "    start = 0 if cache is None else cache[0].shape[-2]\n"
+    "    positions = torch.arange(start, start + T)\n"
+    "    q, k = rope(q, positions), rope(k, positions)\n"
+    "    if cache is not None:\n"
+    "        k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)\n"
+    "    S = k.shape[-2]\n"
+    "    future = (~torch.ones(T, S, dtype=torch.bool).tril(S - T)).to(x.dtype)\n"
+    "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k) - 1e9 * future\n"
+    "    return (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)\n")
