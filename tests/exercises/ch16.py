@@ -69,7 +69,9 @@ def swiglu_sigmoid(x, w_gate, w_up, w_down):
 # ---- attention -----------------------------------------------------------------------------
 def _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None, mask="bottom-right",
                rope_v=False, scale=None, positions_from_zero=False, float32_softmax=False,
-               fill=-math.inf, float_positions=False):
+               fill=-math.inf, float_positions=False, weights=None):
+    """A reference attention with one slip; ``weights(scores, allowed)`` replaces the masked
+    softmax when given (``allowed``: the [T, S] keys each query may see)."""
     B, T, d = x.shape
     d_k = d // n_head
 
@@ -86,6 +88,9 @@ def _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None, mask="bottom-rig
         k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)
     S = k.shape[-2]
     scores = q @ k.transpose(-2, -1) / math.sqrt(scale or d_k)
+    if weights is not None:
+        out = weights(scores, torch.ones(T, S, dtype=torch.bool).tril(S - T)) @ v
+        return out.transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)
     if mask == "bottom-right":
         scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(S - T), fill)
     elif mask == "top-left":
@@ -1074,8 +1079,8 @@ WRONG_ANSWERS["ch16-generate"].append(generate_float_ids)
 WRONG_ANSWERS["ch16-schedule"] += [schedule_as_text, schedule_as_one_element_list_tensor]
 WRONG_ANSWERS["ch16-clip"].append(clip_norm_as_text)
 
-# right answers: a finite fill that underflows (−1e4, an older convention), torch.linalg.norm
-RIGHT_ANSWERS["ch16-attention"].append(
+# the head of a right attention answer, up to the scores (S = the keys' count)
+_ATTENTION_HEAD = (
     "def causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):\n"
     "    B, T, d = x.shape\n"
     "    d_k = d // n_head\n"
@@ -1086,6 +1091,10 @@ RIGHT_ANSWERS["ch16-attention"].append(
     "    if cache is not None:\n"
     "        k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)\n"
     "    S = k.shape[-2]\n"
+)
+
+# right answers: a finite fill that underflows (−1e4, an older convention), torch.linalg.norm
+RIGHT_ANSWERS["ch16-attention"].append(_ATTENTION_HEAD +
     "    future = ~torch.ones(T, S, dtype=torch.bool).tril(S - T)\n"
     "    scores = (q @ k.transpose(-2, -1) / math.sqrt(d_k)).masked_fill(future, -1e4)\n"
     "    out = torch.softmax(scores, -1) @ v\n"
@@ -1126,17 +1135,7 @@ WRONG_ANSWERS["ch16-train-step"] += [train_step_positive_weights_undecayed,
                                      train_step_mean_near_one_undecayed]
 
 # the third red team's right answer refused before: the softmax as exp(s − logsumexp(s))
-RIGHT_ANSWERS["ch16-attention"].append(
-    "def causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):\n"
-    "    B, T, d = x.shape\n"
-    "    d_k = d // n_head\n"
-    "    q, k, v = ((x @ w.T).view(B, T, n_head, d_k).transpose(1, 2) for w in (w_q, w_k, w_v))\n"
-    "    start = 0 if cache is None else cache[0].shape[-2]\n"
-    "    positions = torch.arange(start, start + T)\n"
-    "    q, k = rope(q, positions), rope(k, positions)\n"
-    "    if cache is not None:\n"
-    "        k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)\n"
-    "    S = k.shape[-2]\n"
+RIGHT_ANSWERS["ch16-attention"].append(_ATTENTION_HEAD +
     "    s = (q @ k.transpose(-2, -1) / math.sqrt(d_k)).masked_fill(\n"
     "        ~torch.ones(T, S, dtype=torch.bool).tril(S - T), float('-inf'))\n"
     "    out = torch.exp(s - torch.logsumexp(s, -1, keepdim=True)) @ v\n"
@@ -1147,19 +1146,9 @@ RIGHT_ANSWERS["ch16-attention"].append(
 # ---- chapter 16's fourth red team (H3, H4) ------------------------------------------------
 def attention_denominator_leak(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):   # H3
     # the future weights zeroed after a softmax that still counted e^(s − 40) of the future keys
-    B, T, d = x.shape
-    d_k = d // n_head
-    q, k, v = ((x @ w.T).view(B, T, n_head, d_k).transpose(1, 2) for w in (w_q, w_k, w_v))
-    start = 0 if cache is None else cache[0].shape[-2]
-    positions = torch.arange(start, start + T)
-    q, k = rope(q, positions), rope(k, positions)
-    if cache is not None:
-        k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)
-    S = k.shape[-2]
-    allowed = torch.ones(T, S, dtype=torch.bool).tril(S - T).to(x.dtype)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
-    w = torch.softmax(scores - 40.0 * (1 - allowed), dim=-1) * allowed
-    return (w @ v).transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)
+    def weights(scores, allowed):
+        return torch.softmax(scores - 40.0 * (~allowed).to(scores.dtype), -1) * allowed
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, weights=weights)
 
 
 def attention_finite_mask_with_a_cache(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):   # H4
@@ -1171,17 +1160,7 @@ WRONG_ANSWERS["ch16-attention"] += [attention_denominator_leak, attention_finite
 
 # a fill that underflows and an additive mask of -1e9 are right answers (the scores the probes
 # make stay far below 1e9)
-RIGHT_ANSWERS["ch16-attention"].append(
-    "def causal_self_attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):\n"
-    "    B, T, d = x.shape\n"
-    "    d_k = d // n_head\n"
-    "    q, k, v = ((x @ w.T).view(B, T, n_head, d_k).transpose(1, 2) for w in (w_q, w_k, w_v))\n"
-    "    start = 0 if cache is None else cache[0].shape[-2]\n"
-    "    positions = torch.arange(start, start + T)\n"
-    "    q, k = rope(q, positions), rope(k, positions)\n"
-    "    if cache is not None:\n"
-    "        k, v = torch.cat([cache[0], k], -2), torch.cat([cache[1], v], -2)\n"
-    "    S = k.shape[-2]\n"
+RIGHT_ANSWERS["ch16-attention"].append(_ATTENTION_HEAD +
     "    future = (~torch.ones(T, S, dtype=torch.bool).tril(S - T)).to(x.dtype)\n"
     "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k) - 1e9 * future\n"
     "    return (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)\n")
