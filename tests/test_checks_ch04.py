@@ -58,11 +58,15 @@ EXACT += [(checks.check_ch04_linear_tanh_vjp, f) for f in (vjp_reference, vjp_co
 EXACT += [(checks.check_ch04_silu_backward, f) for f in (silu_reference, silu_exp_form)]
 
 
+def _generator(seed):
+    return None if seed is None else torch.Generator().manual_seed(seed)
+
+
 @pytest.mark.parametrize("check, answer", EXACT, ids=[f.__name__ for _, f in EXACT])
 @pytest.mark.parametrize("seed", [None, 1, 2, 3])
 def test_exact_formulas_pass_the_tight_tolerance_on_any_inputs(check, answer, seed, capsys):
     # seed None: the notebook's fixed inputs; otherwise the grader's, drawn from a generator
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    generator = _generator(seed)
     check(answer, generator=generator)
     assert "passed" in capsys.readouterr().out
 
@@ -74,7 +78,7 @@ def test_exact_formulas_pass_the_tight_tolerance_on_any_inputs(check, answer, se
     (checks.check_ch04_silu_backward, silu_by_richardson, "differs from autograd")])
 @pytest.mark.parametrize("seed", [None, 1, 2])
 def test_richardson_differences_are_close_but_not_at_rounding(check, answer, name, seed):
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    generator = _generator(seed)
     with pytest.raises(ExerciseCheckFailed, match="close but more than rounding") as err:
         check(answer, generator=generator)
     # (the message names float32 arithmetic as a possible cause, but not as the answer's dtype)
@@ -178,7 +182,7 @@ ALLOWED = [(checks.check_ch04_sigmoid_backward, sigmoid_by_expit),
 @pytest.mark.parametrize("check, answer", ALLOWED, ids=[f.__name__ for _, f in ALLOWED])
 @pytest.mark.parametrize("seed", [None, 1])
 def test_sigmoid_by_its_other_name_and_products_by_any_name_pass(check, answer, seed, capsys):
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    generator = _generator(seed)
     check(answer, generator=generator)
     assert "passed" in capsys.readouterr().out
 
@@ -322,7 +326,7 @@ def bigram_reference(ids, targets, E, W):
 
 @pytest.mark.parametrize("seed", [None, 1, 2, 3])
 def test_bigram_backward_reference_passes_on_any_inputs(seed, capsys):
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    generator = _generator(seed)
     checks.check_ch04_embedding_cross_entropy_backward(bigram_reference, generator=generator)
     assert "✅ ch04-embedding-cross-entropy-backward: passed" in capsys.readouterr().out
 
@@ -336,7 +340,7 @@ def test_bigram_backward_reference_passes_on_any_inputs(seed, capsys):
 ])
 @pytest.mark.parametrize("seed", [None, 1, 2])
 def test_bigram_backward_slips_name_their_cause(answer, message, seed):
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    generator = _generator(seed)
     with pytest.raises(ExerciseCheckFailed) as failure:
         checks.check_ch04_embedding_cross_entropy_backward(answer, generator=generator)
     assert message in failure.value.message, failure.value.message
@@ -409,7 +413,7 @@ def test_bigram_slips_keep_their_cause_when_every_token_repeats(answer, message,
 @pytest.mark.parametrize("seed", [None, 1, 2])
 def test_bigram_constant_sizes_fail(answer, seed):
     # read 8, L1: B = 12 or V = 7 written as constants (the sizes of the old fixed inputs)
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    generator = _generator(seed)
     with pytest.raises(ExerciseCheckFailed):
         checks.check_ch04_embedding_cross_entropy_backward(answer, generator=generator)
 
@@ -422,7 +426,7 @@ def test_bigram_special_softmax_is_allowed(seed, capsys):
         Z_bar = (torch.special.softmax(X @ W, dim=1)
                  - torch.nn.functional.one_hot(targets, W.shape[1]).double()) / len(ids)
         return torch.zeros_like(E).index_add_(0, ids, Z_bar @ W.T), X.T @ Z_bar
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    generator = _generator(seed)
     checks.check_ch04_embedding_cross_entropy_backward(bigram_special, generator=generator)
     assert "✅ ch04-embedding-cross-entropy-backward: passed" in capsys.readouterr().out
 
@@ -433,7 +437,7 @@ def test_bigram_one_hot_without_num_classes_fails_on_every_draw_and_names_num_cl
     # had the last token V − 1 among their targets (the notebook's inputs, and 16 of 20 grader
     # draws), and failed on the others with a bare shape error. Case 1 now leaves V − 1 out of
     # the targets, so it fails on every draw, with num_classes named (1000..1002: draws it passed)
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    generator = _generator(seed)
     with pytest.raises(ExerciseCheckFailed) as failure:
         checks.check_ch04_embedding_cross_entropy_backward(bigram_one_hot_without_num_classes,
                                                            generator=generator)
@@ -487,10 +491,6 @@ def jvp_by_mathref_tanh(X, V, w, u):          # chapter 3's tanh and tanh_grad (
     z2 = V @ mnn.tanh(z1)
     col = (lambda t: t[:, None]) if u.dim() == 2 else (lambda t: t)
     return mnn.tanh(z2), col(mnn.tanh_grad(z2)) * (V @ (col(mnn.tanh_grad(z1)) * (X @ u)))
-
-
-def _generator(seed):
-    return None if seed is None else torch.Generator().manual_seed(seed)
 
 
 @pytest.mark.parametrize("answer", [jvp_reference, jvp_by_mathref_tanh])
