@@ -135,3 +135,6 @@ def test_a_softmax_with_one_maximum_over_all_rows_is_told_so():
         return answers._attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, weights=weights)
     message = _message(checks.check_ch16_attention, one_max)
     assert "each row's own maximum" in message, message
+    # the fourth red team's form: each row's maximum taken before the future is masked
+    message = _message(checks.check_ch16_attention, answers.attention_row_max_before_the_mask)
+    assert "before any maximum" in message, message

@@ -1164,3 +1164,34 @@ RIGHT_ANSWERS["ch16-attention"].append(_ATTENTION_HEAD +
     "    future = (~torch.ones(T, S, dtype=torch.bool).tril(S - T)).to(x.dtype)\n"
     "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k) - 1e9 * future\n"
     "    return (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)\n")
+
+
+# ---- after chapter 16's fourth red team: leaks of 1e-12 passed a tolerance of 1e-9 ---------
+def attention_tiny_value_leak(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    # a bounded leak of the future values: 1e-12 tanh(their mean) added to each earlier output
+    out, (k, v) = _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache)
+    B, T, d = x.shape
+    future = (~torch.ones(T, k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - T)).to(v.dtype)
+    leak = torch.tanh(future @ v / k.shape[-2]).transpose(1, 2).reshape(B, T, d)
+    return out + 1e-12 * leak, (k, v)
+
+
+def attention_tiny_key_leak(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    # 1e-12 of the future keys' mean added to each earlier output
+    out, (k, v) = _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache)
+    B, T, d = x.shape
+    future = (~torch.ones(T, k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - T)).to(k.dtype)
+    return out + 1e-12 * (future @ k / k.shape[-2]).transpose(1, 2).reshape(B, T, d), (k, v)
+
+
+def attention_row_max_before_the_mask(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    # softmax shifted by the whole row's maximum, future weights zeroed after the exponential:
+    # a future score far above the allowed ones makes the allowed weights 0/0
+    def weights(scores, allowed):
+        e = torch.exp(scores - scores.amax(-1, keepdim=True)) * allowed
+        return e / e.sum(-1, keepdim=True)
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, weights=weights)
+
+
+WRONG_ANSWERS["ch16-attention"] += [attention_tiny_value_leak, attention_tiny_key_leak,
+                                    attention_row_max_before_the_mask]
