@@ -196,6 +196,56 @@ def test_work_handed_to_a_thread_started_before_the_check_is_refused(server, cap
     assert "✅ ch11-attention: passed" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("start", [
+    "import concurrent.futures\n_pool = concurrent.futures.ThreadPoolExecutor(1)\n"
+    "_pool.submit(_serve)\n",
+    "import _thread\n_thread.start_new_thread(_serve, ())\n",
+    "threading.Thread(target=exec, args=('_serve()', globals()), daemon=True).start()\n",
+    "threading.Thread(target=_serve.__call__, daemon=True).start()\n"])
+def test_a_thread_with_the_answers_code_on_its_stack_is_refused_however_started(start, capsys):
+    """Chapter 2's fifth read, M1: threads whose function the gate could not read (a pool's
+    worker, _thread, exec, a method-wrapper) served the refused work; each is found by the
+    answer's code on its stack."""
+    source = ("import queue, threading, time, torch\n\n"
+              "_jobs, _done = queue.Queue(), queue.Queue()\n\n"
+              "def _serve():\n"
+              "    while (job := _jobs.get()) is not None:\n"
+              "        _done.put(job())\n\n"
+              + start + "time.sleep(0.05)\n\n"
+              "def attention(q, k, v, mask=None):\n"
+              "    _jobs.put(lambda: torch.nn.functional.scaled_dot_product_attention(\n"
+              "        q, k, v, attn_mask=mask))\n"
+              "    return _done.get()\n")
+    answer = _answer("ch11-attention", source)
+    try:
+        with pytest.raises(ExerciseCheckFailed) as failure:
+            CHECKS["ch11-attention"](answer)
+    finally:
+        answer.__globals__["_jobs"].put(None)          # the thread ends
+    assert "a thread started from the notebook's code is still running" in failure.value.message
+    assert "✅" not in capsys.readouterr().out
+
+
+def test_a_finalizer_on_the_rule_runs_after_the_verdict(capsys):
+    """Chapter 2's fifth read, M2: a finalizer on the check's rule ran when the rule was dropped,
+    after the rules and before the comparison, and zeroed the checker's expected values; an
+    answer of zeros then passed. The rules that end during a check live until its verdict."""
+    source = ("import sys, weakref, torch\n"
+              "from mathref.checks import core\n\n"
+              "def ridge_svd(X, y, lams):\n"
+              "    def zero_the_expected():\n"
+              "        frame = sys._getframe()\n"
+              "        while frame is not None:\n"
+              "            if isinstance(frame.f_locals.get('want'), torch.Tensor):\n"
+              "                frame.f_locals['want'].zero_()\n"
+              "            frame = frame.f_back\n"
+              "    weakref.finalize(core.ACTIVE[0], zero_the_expected)\n"
+              "    return torch.zeros(len(lams), X.shape[1], dtype=X.dtype)\n")
+    with pytest.raises(ExerciseCheckFailed):
+        CHECKS["ch02-ridge-svd"](_answer("ch02-ridge-svd", source))
+    assert "✅" not in capsys.readouterr().out
+
+
 def test_a_result_written_after_the_check_is_not_what_the_checker_reads(capsys):
     """Chapter 2's read, P3: an answer returned zeros and hung a finalizer on the check's own rule
     object, which filled in the float64 lstsq solution once the rule was freed, after its modes

@@ -41,6 +41,10 @@ CHECKS = {}  # exercise label -> checker
 # by a draw from it, so a table of answers for the notebook's inputs does not pass.
 
 _CALLER = [None]   # the generator of the check in progress (innermost last); None: fixed seeds
+# The rules (and their gates and modes) that ended during the check in progress, kept alive
+# until its verdict: a weakref.finalize on one would otherwise run when it is dropped, after
+# the rules and before the comparison (chapter 2's fourth and fifth reads, N3 and M2)
+_RETIRED = []
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
@@ -107,6 +111,13 @@ def exercise(label, forbid=(), because="this exercise asks you to write it yours
                                 f"{type(generator).__name__}")
             answers = tuple(forbidding(a, forbid, label, because) if callable(a) else a
                             for a in answers)
+            retired = len(_RETIRED)
+            try:
+                _verdict(check, answers, generator, options)
+            finally:
+                del _RETIRED[retired:]
+
+        def _verdict(check, answers, generator, options):
             _CALLER.append(generator)
             try:
                 detail = (check(*answers, generator=generator, **options) if takes_generator
@@ -655,6 +666,9 @@ class Forbidden:
         return self
 
     def __exit__(self, kind, error, traceback):
+        if len(_CALLER) > 1:    # a check is in progress: what this drops lives to its verdict
+            _RETIRED.append((self, self._gate, list(self._modes),
+                             list(getattr(self._gate, "_modes", ()))))
         refused = []
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)

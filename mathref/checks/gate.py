@@ -161,6 +161,11 @@ class _DispatchGate(TorchDispatchMode):
         self.gate = gate
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if _IS_EXPORTING_FN is not None and vars(torch.compiler).get("is_exporting") \
+                is not _IS_EXPORTING_FN:
+            # (TorchScript announces compiled code through it: replaced, it would not)
+            self.gate.refuse("a replaced torch.compiler.is_exporting",
+                             "torch.jit: it hides compiled TorchScript from this check")
         name = _aten_name(func)
         if name not in self.gate.ops:
             self.gate.refuse(f"the PyTorch operator aten.{name}",
@@ -292,8 +297,8 @@ _THREAD_START = threading.Thread.start.__code__
 # TorchScript's C++ calls this on entering compiled code (a scripted or traced function, or a
 # ScriptModule's forward): its operations then reach the gate only as aten operators, which a
 # composite such as F.multi_head_attention_forward decomposes into elementary ones
-_IS_EXPORTING = getattr(getattr(torch, "compiler", None), "is_exporting", None)
-_IS_EXPORTING = getattr(_IS_EXPORTING, "__code__", None)
+_IS_EXPORTING_FN = getattr(getattr(torch, "compiler", None), "is_exporting", None)
+_IS_EXPORTING = getattr(_IS_EXPORTING_FN, "__code__", None)
 _MODULE_CALLS = frozenset(f.__code__ for f in (torch.nn.Module._call_impl,
                                                torch.nn.Module._wrapped_call_impl))
 
@@ -321,23 +326,33 @@ def answer_code(code):
 
 def _scripted(caller):
     """Whether torch.compiler.is_exporting, called with ``caller`` the Python frame below it, was
-    called by TorchScript on entering compiled code the answer called: a ScriptFunction or
-    ScriptMethod called from the answer's own code (no Python frame between), or a ScriptModule
-    called through nn.Module's __call__. Torch's own Python callers of is_exporting are neither."""
+    called by TorchScript on entering compiled code: a ScriptModule called through nn.Module's
+    __call__, or any other caller whose code does not name is_exporting (TorchScript's C++ adds
+    no frame, so the caller is whoever called the compiled function: the answer, or a wrapper
+    such as torch.no_grad()(f) or functools.singledispatch; chapter 13's fourth read). Torch's
+    own Python callers name it: torch.compiler.is_exporting()."""
     if caller is None:
-        return False
+        return True
     if caller.f_code in _MODULE_CALLS:
         return isinstance(caller.f_locals.get("self"), torch.jit.ScriptModule)
-    return _from_answer(caller)
+    return "is_exporting" not in caller.f_code.co_names
 
 
 def answer_threads():
     """The running threads (other than this one) whose code is the answer's own: a
     threading.Thread whose target, or whose subclass's run, was written in the notebook. The
     gate's modes and hook hold in the calling thread only, so work handed to such a thread
-    during the check runs unseen. (Judged by the thread's function, not by walking its frames:
-    another thread's frames change while they are read.)"""
+    during the check runs unseen. Also any thread, however started, with the answer's code on
+    its stack now (``_thread.start_new_thread``, a pool's worker, ``Thread(target=exec)``: chapter
+    2's fifth read, M1); each frame's ``f_back`` is fixed once made, so the walk is safe while
+    the thread moves on."""
     me = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        while ident != me and frame is not None:
+            if answer_code(frame.f_code):
+                yield ident
+                break
+            frame = frame.f_back
     for thread in threading.enumerate():
         # the target, a Timer's function, the class's run; through partials, bound methods
         # and objects with __call__ (chapter 2's delta read, N2: Timer and partial(target))

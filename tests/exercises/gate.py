@@ -164,6 +164,26 @@ GATE_SHORTCUTS = {
          + "_mha = torch.jit.script(_mha)\n\n" + _CROSS_ATTENTION_BY_MHA),
         ("ch13-cross-attention", _as_cell(_MHA_MODULE_SOURCE, "<cell 8>")
          + "_mha = torch.jit.script(_MHA())\n\n" + _CROSS_ATTENTION_BY_MHA),
+        # chapter 13's fourth read, M1: a wrapper frame of torch's or the standard library's
+        # between the answer and the compiled function, or is_exporting replaced around the call
+        ("ch13-cross-attention", "import torch\n\n"
+                                 f"_unit = torch.jit.CompilationUnit({_MHA_SOURCE!r})\n"
+                                 "_mha = torch.no_grad()(_unit._mha)\n\n"
+                                 + _CROSS_ATTENTION_BY_MHA),
+        ("ch13-cross-attention", "import functools, torch\n\n"
+                                 f"_unit = torch.jit.CompilationUnit({_MHA_SOURCE!r})\n"
+                                 "_mha = functools.singledispatch(_unit._mha)\n\n"
+                                 + _CROSS_ATTENTION_BY_MHA),
+        ("ch13-cross-attention", "import torch\n\n"
+                                 f"_unit = torch.jit.CompilationUnit({_MHA_SOURCE!r})\n\n"
+                                 "def _mha(*args):\n"
+                                 "    saved = torch.compiler.is_exporting\n"
+                                 "    torch.compiler.is_exporting = lambda: False\n"
+                                 "    try:\n"
+                                 "        return _unit._mha(*args)\n"
+                                 "    finally:\n"
+                                 "        torch.compiler.is_exporting = saved\n\n"
+                                 + _CROSS_ATTENTION_BY_MHA),
     ],
     # 3. threads: the modes hold in the calling thread only
     "threads": [
