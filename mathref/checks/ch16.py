@@ -376,58 +376,79 @@ def _unpack_attention(result, what):
 
 def _expect_future_unseen(causal_self_attention, g):
     """A future position must not reach an earlier query at all, neither through its value nor
-    through its key (a softmax denominator), with or without a cache. Two probes move input
-    coordinate j of the last position: with W_k's column j zeroed and x_j + 10³⁰⁰, only the last
-    value changes, to about 10³⁰⁰; with W_v's column j zeroed and x_j + 5000, only the last key
-    changes, its scores against earlier queries by about ±1000. Nothing an earlier output computes
-    depends on the last position, so those outputs must stay equal to a few units in the last
-    place. A finite fill leaves the future a weight of about e^fill, which the probes show down to
-    fills of about −720; a fill or an additive mask below that underflows to a weight of exactly 0
-    and passes. Chapter 16's red teams: fills of −30, then −40 to −700, passed a 10⁶ value probe;
-    a denominator that kept e^(s − 40) of the future keys, and a finite fill used only with a
-    cache, passed the 10³⁰⁰ one; leaks of 10⁻¹² of the future passed a tolerance of 10⁻⁹."""
-    B, T, d, H = 2, 5, 8, 2
-    ref, _ = _attention_case(g, B, T, d, H)
-    W0 = [w.detach().clone() for w in (ref.w_q.weight, ref.w_k.weight, ref.w_v.weight,
-                                       ref.w_o.weight)]
-    x = _randn(g, B, T, d)
-    case = f"B={B}, T={T}, d_model={d}, n_head={H}"
-    for blind, step, what in ((1, 1e300, "a value of about 1e300 (its key unchanged)"),
-                              (2, 5e3, "a key moved far (its value unchanged)")):
-        j = int(torch.randint(d, (1,), generator=g))
-        W = [w.clone() for w in W0]
-        W[blind][:, j] = 0.0                                # this projection ignores x_j exactly
+    through its key (a softmax denominator). The probe moves the input at a random position p
+    (not always the last) by 10³⁰⁰ along a random direction, so its key and value become huge,
+    and asserts that the outputs of the positions before p stay equal to a few units in the last
+    place: nothing they compute depends on position p. It runs with gradients on (as in
+    training), under no_grad, and through a cache of the first c < p positions. A finite fill
+    leaves the future a weight of about e^fill, which this shows down to fills of about −720;
+    an additive mask of any size meets a future score of about +10³⁰⁰. Then a case whose
+    queries are −10¹² times its keys, so that position 0's only allowed score is about −10¹²:
+    a finite fill above that hands position 0's weight to the future. Chapter 16's red teams
+    found, in turn: fills of −30, then −40 to −700, under a 10⁶ probe of the last value; a
+    denominator that kept e^(s − 40) of the future, a finite fill used only with a cache; leaks
+    of 10⁻¹² under a 10⁻⁹ tolerance; then leaks that spared the last position, or ran only with
+    gradients on, or only for the probe's shapes, or fills of −10⁴ (fifth red team)."""
+    for B, T, d, H in ((2, 5, 8, 2), (1, 6, 16, 4), (3, 4, 8, 1)):
+        ref, _ = _attention_case(g, B, T, d, H)
+        W = [w.detach().clone() for w in (ref.w_q.weight, ref.w_k.weight, ref.w_v.weight,
+                                          ref.w_o.weight)]
+        x = _randn(g, B, T, d)
+        p = int(torch.randint(2, T, (1,), generator=g))     # the moved position, 2 … T − 1
+        c = int(torch.randint(1, p, (1,), generator=g))     # the cached prefix, 1 … p − 1
+        u = _randn(g, d)
         far = x.clone()
-        far[:, -1, j] += step
-        for cached in (False, True):
-            with torch.no_grad():
-                if cached:   # two positions first, then three new ones at once with the cache
-                    _, cache = _unpack_attention(causal_self_attention(x[:, :2], *W, H, _rope,
-                                                                       None),
-                                                 "causal_self_attention")
-                    runs = [causal_self_attention(t[:, 2:], *W, H, _rope,
-                                                  tuple(c.clone() for c in cache))
-                            for t in (x, far)]
+        far[:, p] += 1e300 * u / u.norm()
+        for how in ("with gradients on", "under torch.no_grad()", f"decoding after a cache of {c}"):
+            outs = []
+            for t in (x, far):
+                if how.startswith("with"):
+                    result, _ = _run(causal_self_attention, _leaves([t] + W),
+                                     lambda leaves: (*leaves, H, _rope),
+                                     torch.zeros(B, T, d, dtype=torch.float64), pair=True)
                 else:
-                    runs = [causal_self_attention(t, *W, H, _rope, None) for t in (x, far)]
-            near_out, far_out = (_float64(_unpack_attention(r, "causal_self_attention")[0],
-                                          "the output") for r in runs)
-            where = (f"{case}, {what} at the last position"
-                     + (", decoding 3 new positions with a cache of 2" if cached else ""))
-            expect(bool(far_out[:, :-1].isfinite().all()),
-                   f"{where}: the earlier positions' outputs are not finite. Subtract each "
+                    with torch.no_grad():
+                        cache = None
+                        if how.startswith("decoding"):
+                            _, cache = _unpack_attention(causal_self_attention(
+                                t[:, :c], *W, H, _rope, None), "causal_self_attention")
+                        result = causal_self_attention(t[:, c:] if cache else t, *W, H, _rope,
+                                                       cache)
+                outs.append(_float64(_unpack_attention(result, "causal_self_attention")[0],
+                                     "the output").detach())
+            before = p - c if how.startswith("decoding") else p      # rows of positions < p
+            near_out, far_out = outs[0][:, :before], outs[1][:, :before]
+            where = (f"B={B}, T={T}, d_model={d}, n_head={H}, {how}: position {p}'s input moved "
+                     f"by 1e300")
+            expect(bool(far_out.isfinite().all()),
+                   f"{where}: the outputs of positions 0…{p - 1} are not finite. Subtract each "
                    f"row's own maximum over its allowed scores: mask the future with −∞ before "
                    f"the softmax and before any maximum. One maximum over all rows, or one that "
                    f"includes a row's future scores, can be far above the row's allowed scores, "
                    f"and then all its weights underflow to 0/0")
-            moved = (far_out[:, :-1] - near_out[:, :-1]).abs().max().item()
-            # nothing an earlier output computes depends on the moved position, so it is equal
-            # to the last bit; the few units in the last place allowed are not a leak's room
-            expect(moved <= 4 * _EPS64 * max(1.0, near_out[:, :-1].abs().max().item()),
-                   f"{where}: the earlier positions' outputs moved by {moved:.3g}. A future key "
-                   f"must not enter an earlier query's softmax at all, numerator or denominator: "
-                   f"mask its score with −∞ (masked_fill with float('-inf')) before the softmax; "
-                   f"a finite fill such as −40 leaves it a weight of about e^(−40)")
+            moved = (far_out - near_out).abs().max().item()
+            # nothing an earlier output computes depends on position p, so it is equal to the
+            # last bit; the few units in the last place allowed are not a leak's room
+            expect(moved <= 4 * _EPS64 * max(1.0, near_out.abs().max().item()),
+                   f"{where}: the outputs of positions 0…{p - 1} moved by {moved:.3g}. A future "
+                   f"key must not enter an earlier query's softmax at all, numerator or "
+                   f"denominator: mask its score with −∞ (masked_fill with float('-inf')) before "
+                   f"the softmax; a finite fill such as −40 leaves it a weight of about e^(−40)")
+    B, T, d, H = 2, 5, 8, 2
+    ref, _ = _attention_case(g, B, T, d, H)
+    W = [w.detach().clone() for w in (ref.w_q.weight, ref.w_k.weight, ref.w_v.weight,
+                                      ref.w_o.weight)]
+    W[0] = -1e12 * W[1]       # q = −10¹² k: position 0's one allowed score is −10¹²·|k₀|²/√d_k
+    x = _randn(g, B, T, d)
+    with torch.no_grad():
+        want = _attention(x, *W, H, _rope)[0]
+        got = _unpack_attention(causal_self_attention(x, *W, H, _rope, None),
+                                "causal_self_attention")[0]
+    _close(got, want, f"B={B}, T={T}, d_model={d}, n_head={H}, scores of about ±1e12 (w_q = "
+           f"−1e12·w_k)", diagnose=lambda out: (
+               " (position 0 may see only itself, whose score here is about −1e12: a finite "
+               "fill or additive mask above that hands its weight to the future keys. Mask "
+               "with −∞)"))
 
 
 @exercise("ch16-attention", forbid=MODEL_CALLS + (_OWN + "_attention",), because=_MODEL_BECAUSE)

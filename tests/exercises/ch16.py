@@ -1093,12 +1093,8 @@ _ATTENTION_HEAD = (
     "    S = k.shape[-2]\n"
 )
 
-# right answers: a finite fill that underflows (−1e4, an older convention), torch.linalg.norm
-RIGHT_ANSWERS["ch16-attention"].append(_ATTENTION_HEAD +
-    "    future = ~torch.ones(T, S, dtype=torch.bool).tril(S - T)\n"
-    "    scores = (q @ k.transpose(-2, -1) / math.sqrt(d_k)).masked_fill(future, -1e4)\n"
-    "    out = torch.softmax(scores, -1) @ v\n"
-    "    return out.transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)\n")
+# right answers: torch.linalg.norm (a fill of −1e4 was here: the fifth red team showed it wrong
+# where every allowed score is below −1e4, see attention_fill_minus_1e4)
 RIGHT_ANSWERS["ch16-rms-norm"].append(
     "def rms_norm(x, weight, eps=1e-5):\n"
     "    ms = torch.linalg.norm(x, dim=-1, keepdim=True) ** 2 / x.shape[-1]\n"
@@ -1158,11 +1154,11 @@ def attention_finite_mask_with_a_cache(x, w_q, w_k, w_v, w_o, n_head, rope, cach
 
 WRONG_ANSWERS["ch16-attention"] += [attention_denominator_leak, attention_finite_mask_with_a_cache]
 
-# a fill that underflows and an additive mask of -1e9 are right answers (the scores the probes
-# make stay far below 1e9)
+# the fill of the course's own masks that no score reaches, as Hugging Face writes it, is right
 RIGHT_ANSWERS["ch16-attention"].append(_ATTENTION_HEAD +
-    "    future = (~torch.ones(T, S, dtype=torch.bool).tril(S - T)).to(x.dtype)\n"
-    "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k) - 1e9 * future\n"
+    "    future = ~torch.ones(T, S, dtype=torch.bool).tril(S - T)\n"
+    "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)\n"
+    "    scores = scores.masked_fill(future, torch.finfo(scores.dtype).min)\n"
     "    return (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, d) @ w_o.T, (k, v)\n")
 
 
@@ -1195,3 +1191,42 @@ def attention_row_max_before_the_mask(x, w_q, w_k, w_v, w_o, n_head, rope, cache
 
 WRONG_ANSWERS["ch16-attention"] += [attention_tiny_value_leak, attention_tiny_key_leak,
                                     attention_row_max_before_the_mask]
+
+
+# ---- chapter 16's fifth red team: attention (the probe now moves a random position, with
+# gradients on, under no_grad and through a cache; and scores of about -1e12 meet the fills)
+def attention_fill_minus_1e4(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    # wrong where a query's allowed scores are all below -1e4: the future takes its weight
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, fill=-1e4)
+
+
+def attention_additive_minus_1e9(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    def weights(scores, allowed):
+        return torch.softmax(scores - 1e9 * (~allowed).to(scores.dtype), -1)
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, weights=weights)
+
+
+def attention_leak_except_the_last_key(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    # z0: a fill of -28 for every future key but the last, which the old probe moved
+    def weights(scores, allowed):
+        fill = torch.full_like(scores, -28.0)
+        fill[..., -1] = -math.inf
+        return torch.softmax(torch.where(allowed, scores, fill), -1)
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, weights=weights)
+
+
+def attention_leak_while_training(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    # z4: -inf under no_grad, where the old probes ran; -28 with gradients on
+    fill = -28.0 if torch.is_grad_enabled() else -math.inf
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, fill=fill)
+
+
+def attention_leak_unless_two_rows(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    # z8: -inf only for the old probe's batch of two
+    return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache,
+                      fill=-math.inf if x.shape[0] == 2 else -28.0)
+
+
+WRONG_ANSWERS["ch16-attention"] += [attention_fill_minus_1e4, attention_additive_minus_1e9,
+                                    attention_leak_except_the_last_key,
+                                    attention_leak_while_training, attention_leak_unless_two_rows]
