@@ -258,7 +258,9 @@ def check_ch07_inverted_dropout(inverted_dropout):
     # ... nor on anything else about x: 200 calls on one x of 1000 distinct signed values at
     # p = 0.5. Each entry's drop count is Binomial(200, ½) for a mask that ignores x, so the sum of
     # the standardized squares is about χ² with 1000 degrees of freedom, 1000 ± 45; a bound at 6
-    # standard deviations. A drop probability p + δ(x) adds about 800·Σδ² (r.m.s. δ of 0.02: +320),
+    # standard deviations, 1268. A right answer exceeds it with probability 1.3e-8: the exact law
+    # of the sum (1000 independent (k − 100)²/50, k ~ Binomial(200, ½)), by FFT convolution of
+    # the pmf of one term. A drop probability p + δ(x) adds about 800·Σδ² (r.m.s. δ of 0.02: +320),
     # whatever shape δ has (the bins above see only its averages over four quarters of |x|).
     calls, entries = 200, 1000
     x = torch.randn(entries, generator=rng(6), dtype=torch.float64)
