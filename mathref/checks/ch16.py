@@ -229,7 +229,10 @@ def check_ch16_rms_norm(rms_norm, *, generator=None):
     expect_callable(rms_norm, "rms_norm(x, weight, eps)")
     from mathref.norm import RMSNorm
     g = _gen(generator, 1601)
-    for shape, scale, eps in (((2, 3, 8), 1.0, 1e-5), ((4, 6), 0.2, 0.05), ((1, 5, 16), 3.0, 1.0)):
+    # the last case: mean(x²) near 1e5 with ε = 0.05, which moves the output by 2e-7 of itself
+    # (the fifth red team: ε dropped once mean(x²) > 1e4 passed inputs of size 1 and 3)
+    for shape, scale, eps in (((2, 3, 8), 1.0, 1e-5), ((4, 6), 0.2, 0.05), ((1, 5, 16), 3.0, 1.0),
+                              ((3, 8), 300.0, 0.05)):
         d = shape[-1]
         ref = RMSNorm(d, eps=eps).double()
         with torch.no_grad():
@@ -249,7 +252,9 @@ def check_ch16_rms_norm(rms_norm, *, generator=None):
                      "this is LayerNorm: RMSNorm does not subtract the mean"),
                     (x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w,
                      "divide by the root of the mean of the squares, not of their sum"),
-                    (x / torch.sqrt(ms + eps), "multiply by the gain `weight`"))
+                    (x / torch.sqrt(ms + eps), "multiply by the gain `weight`"),
+                    (x / ms.sqrt() * w, "ε is missing: x / √(mean(x²) + ε) ⊙ γ, whatever the "
+                                        "size of mean(x²)"))
         _close(got, want, f"x of shape {shape}, eps={eps}",
                diagnose=lambda out: _diagnosis(out, mistakes))
         _compare_grads(got, leaves, want, [x_ref, ref.weight], ["x", "weight"], probe, grads)
@@ -329,9 +334,12 @@ def check_ch16_swiglu(swiglu_mlp, *, generator=None):
     expect_callable(swiglu_mlp, "swiglu_mlp(x, w_gate, w_up, w_down)")
     from mathref.transformer import FeedForward
     g = _gen(generator, 1603)
-    for B, T, d, d_ff in ((2, 3, 8, 24), (1, 5, 16, 40), (3, 2, 4, 8)):
+    # the last case: x of size 30, so the gate's pre-activations reach ±50 and more (the fifth
+    # red team: a gate clamped to [−30, 30] "for stability" passed pre-activations of a few units)
+    for B, T, d, d_ff, scale in ((2, 3, 8, 24, 1.0), (1, 5, 16, 40, 1.0), (3, 2, 4, 8, 1.0),
+                                 (2, 3, 8, 16, 30.0)):
         ref = _randomize(FeedForward(d, d_ff, "swiglu", bias=False).double(), g)
-        x = _randn(g, B, T, d)
+        x = _randn(g, B, T, d, scale=scale)
         x_ref = x.clone().requires_grad_(True)
         want = ref(x_ref)
         ws = [ref.gate.weight, ref.fc.weight, ref.proj.weight]
@@ -582,8 +590,16 @@ def check_ch16_block(block_forward, *, generator=None):
         _close(got, want, f"B={B}, T={T}, d_model={d}, n_head={H}",
                diagnose=lambda out: _diagnosis(out, mistakes))
         _compare_grads(got, leaves, want, [x_ref] + ws, ["x"] + list(BLOCK_KEYS), probe, grads)
-        with torch.no_grad():   # the cache passes through the attention
-            _, cache = block_forward(x[:, :T - 1], p, H, dict(BLOCK_PARTS), None)
+        with torch.no_grad():   # the cache passes through the attention: a prefix, then two
+            # new positions at once (the fifth red team: a block that kept only the last new
+            # position with a cache passed one), then the last one
+            _, cache = block_forward(x[:, :T - 3], p, H, dict(BLOCK_PARTS), None)
+            two, cache = block_forward(x[:, T - 3:T - 1], p, H, dict(BLOCK_PARTS), cache)
+            expect(isinstance(cache, (tuple, list)) and len(cache) == 2,
+                   "return the attention's cache (k, v) as the block's cache")
+            _close(two, want[:, T - 3:T - 1], f"positions {T - 3} and {T - 2} decoded together "
+                   f"with the cache of the {T - 3} before them", diagnose=lambda out: (
+                       " (with a cache, run the block on every new position it is given)"))
             last, cache = block_forward(x[:, T - 1:], p, H, dict(BLOCK_PARTS), cache)
             expect(isinstance(cache, (tuple, list)) and len(cache) == 2,
                    "return the attention's cache (k, v) as the block's cache")
@@ -648,9 +664,18 @@ def check_ch16_gpt_forward(gpt_forward, *, generator=None):
         expect(isinstance(caches, (tuple, list)) and len(caches) == L,
                f"{case}: return one cache per block ({L}), got "
                f"{len(caches) if isinstance(caches, (tuple, list)) else type(caches).__name__}")
-        with torch.no_grad():   # a prefix, then one token with the caches
-            _, caches = _unpack_gpt(gpt_forward(idx[:, :-1], p, H, L, dict(PARTS), None),
+        with torch.no_grad():   # a prefix, two ids at once with the caches (the fifth red
+            # team: only the last new id fed, or only its logits returned, passed one), then one
+            _, caches = _unpack_gpt(gpt_forward(idx[:, :T - 3], p, H, L, dict(PARTS), None),
                                     "gpt_forward")
+            two, caches = _unpack_gpt(gpt_forward(idx[:, T - 3:T - 1], p, H, L, dict(PARTS),
+                                                  caches), "gpt_forward with caches")
+            _close(two, want[:, T - 3:T - 1], f"{case}: positions {T - 3} and {T - 2} decoded "
+                   f"together with the caches of the {T - 3} before them",
+                   diagnose=lambda out: " (with caches, return the logits of every new id "
+                                        "given, [B, T, V], each block run on all of them)")
+            expect(isinstance(caches, (tuple, list)) and len(caches) == L,
+                   f"{case}: return one cache per block ({L})")
             last, caches = _unpack_gpt(gpt_forward(idx[:, -1:], p, H, L, dict(PARTS), caches),
                                        "gpt_forward with caches")
             _close(last, want[:, -1:], f"{case}: the last position decoded with the caches",

@@ -1230,3 +1230,38 @@ def attention_leak_unless_two_rows(x, w_q, w_k, w_v, w_o, n_head, rope, cache=No
 WRONG_ANSWERS["ch16-attention"] += [attention_fill_minus_1e4, attention_additive_minus_1e9,
                                     attention_leak_except_the_last_key,
                                     attention_leak_while_training, attention_leak_unless_two_rows]
+
+
+# ---- chapter 16's fifth red team (non-attention) -------------------------------------------
+def block_last_position_only_with_a_cache(x, params, n_head, parts, cache=None):   # z14
+    if cache is not None:          # a decoder's habit: with a cache only the newest position
+        x = x[:, -1:]
+    attn, mlp = _sub(params, parts, n_head, cache)
+    h, cache = attn(parts["norm"](x, params["ln_1.weight"]))
+    x = x + h
+    return x + mlp(parts["norm"](x, params["ln_2.weight"])), cache
+
+
+def gpt_last_id_only_with_caches(idx, params, n_head, n_layer, parts, caches=None):   # z16
+    return _gpt(idx if caches is None else idx[:, -1:], params, n_head, n_layer, parts, caches)
+
+
+def gpt_last_logits_only_with_caches(idx, params, n_head, n_layer, parts, caches=None):   # z18
+    logits, new = _gpt(idx, params, n_head, n_layer, parts, caches)
+    return (logits if caches is None else logits[:, -1:]), new
+
+
+def swiglu_gate_clamped(x, w_gate, w_up, w_down):   # z52: "for stability"
+    return (F.silu((x @ w_gate.T).clamp(-30, 30)) * (x @ w_up.T)) @ w_down.T
+
+
+def rms_eps_dropped_for_large_inputs(x, weight, eps=1e-5):   # z48
+    ms = x.pow(2).mean(-1, keepdim=True)
+    return x / torch.sqrt(torch.where(ms > 1e4, ms, ms + eps)) * weight
+
+
+WRONG_ANSWERS["ch16-rms-norm"].append(rms_eps_dropped_for_large_inputs)
+WRONG_ANSWERS["ch16-swiglu"].append(swiglu_gate_clamped)
+WRONG_ANSWERS["ch16-block"].append(block_last_position_only_with_a_cache)
+WRONG_ANSWERS["ch16-gpt-forward"].append(gpt_last_id_only_with_caches)
+WRONG_ANSWERS["ch16-gpt-forward"].append(gpt_last_logits_only_with_caches)
