@@ -694,21 +694,30 @@ def _triple(result, what):
           because="write the AdamW update from its equations yourself")
 def check_ch16_adamw(adamw_update, *, generator=None):
     """adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay) → (p, m, v), five steps
-    against mathref.optim.AdamW."""
+    against mathref.optim.AdamW, from t = 1 and, in one case, from a t drawn in 100 … 2999 with
+    moments already built up (the fifth red team: a bias correction 1 − βᵗ capped at t = 5
+    passed the steps 1 … 5)."""
     expect_callable(adamw_update, "adamw_update(p, g, m, v, t, lr, betas, eps, weight_decay)")
     from mathref.optim import AdamW
     gen = _gen(generator, 1607)
-    for shape, lr, betas, eps, wd in (((3, 4), 0.1, (0.9, 0.999), 1e-8, 0.1),
-                                      ((5,), 0.03, (0.8, 0.95), 1e-3, 0.5),
-                                      ((2, 2), 0.2, (0.9, 0.99), 1e-8, 0.0)):
+    for shape, lr, betas, eps, wd, late in (((3, 4), 0.1, (0.9, 0.999), 1e-8, 0.1, False),
+                                            ((5,), 0.03, (0.8, 0.95), 1e-3, 0.5, False),
+                                            ((2, 2), 0.2, (0.9, 0.99), 1e-8, 0.0, False),
+                                            ((4,), 0.01, (0.9, 0.999), 1e-8, 0.1, True)):
         theta = _randn(gen, *shape)
         ref = torch.nn.Parameter(theta.clone())
         opt = AdamW([ref], lr=lr, betas=betas, eps=eps, weight_decay=wd)
         p, m, v = theta.clone(), torch.zeros(shape, dtype=torch.float64), \
             torch.zeros(shape, dtype=torch.float64)
-        for t in range(1, 6):
+        first = 1
+        if late:    # mathref's state after first − 1 updates: moments of gradients of size ~1
+            first = int(torch.randint(100, 3000, (1,), generator=gen))
+            m = 0.3 * _randn(gen, *shape)
+            v = m * m + _randn(gen, *shape).square()
+            opt.state[ref].update(step=first - 1, exp_avg=m.clone(), exp_avg_sq=v.clone())
+        for t in range(first, first + 5):
             grad = _randn(gen, *shape, scale=10.0 ** (t % 3 - 1))
-            step_lr = lr * t / 5                    # the rate changes from step to step
+            step_lr = lr * (t - first + 1) / 5      # the rate changes from step to step
             opt.param_groups[0]["lr"] = step_lr
             ref.grad = grad.clone()
             before = (p, m, v)
@@ -770,7 +779,8 @@ def _adamw_mistakes(p, m, v, g, t, lr, betas, eps, wd):
           because="write the warm-up and the cosine from their formulas yourself")
 def check_ch16_schedule(warmup_cosine_lr, *, generator=None):
     """warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min) against
-    mathref.optim.warmup_cosine at every step 0 … total_steps + 3."""
+    mathref.optim.warmup_cosine at every step 0 … total_steps + 3 and two steps beyond, one
+    case without warm-up (warmup_steps = 0)."""
     expect_callable(warmup_cosine_lr,
                     "warmup_cosine_lr(step, warmup_steps, total_steps, lr_max, lr_min)")
     from mathref.optim import warmup_cosine
@@ -782,8 +792,13 @@ def check_ch16_schedule(warmup_cosine_lr, *, generator=None):
     W = int(torch.randint(2, 20, (1,), generator=g))
     cases = [(10, 50, *rates()), (1, 7, *rates(floor=False)), (4, 5, *rates()),
              (W, W + int(torch.randint(1, 40, (1,), generator=g)), *rates())]
+    # no warm-up (W = 0: the cosine from step 0; the fifth red team's division by W passed)
+    cases.append((0, int(torch.randint(1, 30, (1,), generator=g)), *rates()))
     for W, T, lr_max, lr_min in cases:
-        for step in range(T + 4):
+        # every step to T + 3, then steps far past T (the fifth red team: a cosine that
+        # restarted after T + 3 passed): 2T + W, where a restart is back at η_max, and one drawn
+        far = [2 * T + W, int(torch.randint(T + 4, 5 * T + 10, (1,), generator=g))]
+        for step in list(range(T + 4)) + far:
             got = warmup_cosine_lr(step, W, T, lr_max, lr_min)
             want = warmup_cosine(step, W, T, lr_max, lr_min)    # after: no frame holds it before
             expect(not isinstance(got, torch.Tensor) or got.dtype == torch.float64,
@@ -819,11 +834,21 @@ def check_ch16_clip(clip_global_norm, *, generator=None):
     expect_callable(clip_global_norm, "clip_global_norm(grads, max_norm)")
     from mathref.optim import clip_grad_norm_
     g = _gen(generator, 1609)
+    # the last case: a global norm drawn in 1e4 … 3e4, clipped, where the ε = 1e-6 changes the
+    # factor by 3e-11 … 1e-10 of itself, above the comparison's 1e-12 (the fifth red team: an ε
+    # dropped for norms ≥ 1e3 passed norms of a few units)
     for shapes, scale, max_norm in ((((3, 4), (5,), (2, 2)), 1.0, 1.0),
                                     (((4,), (4, 4)), 0.05, 1.0),
                                     (((6, 2), (3,)), 3.0, 0.5),
-                                    (((2,),), 1.0, 100.0)):
-        grads = [_randn(g, *s, scale=scale) for s in shapes]
+                                    (((2,),), 1.0, 100.0),
+                                    (((3,), (2, 2)), None, 1.0)):
+        if scale is None:
+            grads = [_randn(g, *s) for s in shapes]
+            norm = float(torch.sqrt(sum((gr * gr).sum() for gr in grads)))
+            target = 10 ** float(torch.empty(()).uniform_(4, math.log10(3e4), generator=g))
+            grads = [gr * (target / norm) for gr in grads]
+        else:
+            grads = [_randn(g, *s, scale=scale) for s in shapes]
         params = [torch.nn.Parameter(torch.zeros(s, dtype=torch.float64)) for s in shapes]
         for p, gr in zip(params, grads):
             p.grad = gr.clone()
@@ -1159,8 +1184,8 @@ def _steps_where_run(train_step, logits_fn, weights, batches, moments, cfg, part
                   "rate and the AdamW update")
 def check_ch16_train_step(train_step, *, generator=None):
     """train_step(logits_fn, params, x, y, m, v, step, cfg, parts) → (params, m, v, loss) for
-    six consecutive steps (warm-up, cosine, clipping that bites or not, betas other than the
-    default) against mathref's AdamW, clip_grad_norm_ and warmup_cosine on the same weights
+    six consecutive steps (warm-up, cosine, steps past max_steps, clipping that bites or not,
+    betas other than the default) against mathref's AdamW, clip_grad_norm_ and warmup_cosine on the same weights
     and batch, in float64. The six steps get the same leaves, as in the payoff's loop, so a
     step that lets loss.backward() add into the previous step's .grad is caught."""
     expect_callable(train_step, "train_step(logits_fn, params, x, y, m, v, step, cfg, parts)")
@@ -1170,15 +1195,19 @@ def check_ch16_train_step(train_step, *, generator=None):
     V, B, T = 7, 3, 5
     apply = remote_apply(train_step)
     # case 2 reorders the parameters (gain, embedding, head, matrix) and gives them other sizes:
-    # an embedding of width 1 (7 entries), an 8 × 1 matrix (8) beside a gain of 8 (chapter 16's
-    # red team: decay by position, by size or by a hard-coded shape passed the same shapes), and
-    # other values (look_alike)
-    for max_norm, weight_decay, betas, logits_fn, order, d, h, look_alike in (
-            (0.05, 0.1, (0.85, 0.95), _tiny_logits, (0, 1, 2, 3), 6, 6, False),
-            (100.0, 0.3, (0.8, 0.999), _tiny_logits_gain_first, (2, 0, 3, 1), 1, 8, True)):
-        cfg = TrainConfig(max_steps=6, warmup_steps=2, lr=0.05, min_lr=0.005,
+    # an embedding of width 1 (7 entries), a 128 × 1 matrix (128) beside a gain of 128 (chapter
+    # 16's red teams: decay by position, by size (more than 64 entries: the fifth) or by a
+    # hard-coded shape passed the same shapes), and other values (look_alike). Case 1 clips at
+    # 0.005 (the fifth red team: a threshold raised to at least 0.01 passed 0.05 and 100); case 2's
+    # schedule ends at step 4 and its six steps run past it (the fifth red team: the schedule
+    # given step % max_steps passed steps 0 … 5 of a schedule of 6)
+    for max_norm, weight_decay, betas, logits_fn, order, d, h, look_alike, max_steps in (
+            (0.005, 0.1, (0.85, 0.95), _tiny_logits, (0, 1, 2, 3), 6, 6, False, 6),
+            (100.0, 0.3, (0.8, 0.999), _tiny_logits_gain_first, (2, 0, 3, 1), 1, 128, True, 4)):
+        cfg = TrainConfig(max_steps=max_steps, warmup_steps=2, lr=0.05, min_lr=0.005,
                           weight_decay=weight_decay, grad_clip=max_norm, batch_size=B,
                           block_size=T, betas=betas, progress=False)
+        n_steps = 6
         emb = _randn(g, V, d)
         if look_alike:   # the matrix drawn near 1, the gain around 0: a rule that reads the
             # values ("all positive", "mean near 1") picks the wrong one (the third red team)
@@ -1228,12 +1257,12 @@ def check_ch16_train_step(train_step, *, generator=None):
         # the learner's six steps, on one list of leaves (in the student's process under the
         # grader: .grad never crosses its channel, and mathref's six steps are computed first)
         if apply is not None:
-            for _ in _OneAtATime(cfg.max_steps, begin, finish):
+            for _ in _OneAtATime(n_steps, begin, finish):
                 pass
             ran = apply(_steps_where_run, logits_fn, weights, batches, moments, cfg,
                         dict(TRAIN_PARTS))
         else:
-            ran = _steps_where_run(train_step, logits_fn, _OneAtATime(cfg.max_steps, begin, finish),
+            ran = _steps_where_run(train_step, logits_fn, _OneAtATime(n_steps, begin, finish),
                                    None, None, cfg, dict(TRAIN_PARTS))
         expect(isinstance(ran, (tuple, list)) and len(ran) == 2,
                "internal: the steps' results did not come back from your process")

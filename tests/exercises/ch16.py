@@ -1251,6 +1251,47 @@ def gpt_last_logits_only_with_caches(idx, params, n_head, n_layer, parts, caches
     return (logits if caches is None else logits[:, -1:]), new
 
 
+def adamw_bias_correction_capped(p, g, m, v, t, lr, betas, eps, weight_decay):   # z20
+    p = p * (1 - lr * weight_decay)
+    m = betas[0] * m + (1 - betas[0]) * g
+    v = betas[1] * v + (1 - betas[1]) * g * g
+    m_hat, v_hat = m / (1 - betas[0] ** min(t, 5)), v / (1 - betas[1] ** min(t, 5))
+    return p - lr * m_hat / (v_hat.sqrt() + eps), m, v
+
+
+def schedule_restarts_after_the_end(step, warmup_steps, total_steps, lr_max, lr_min):   # z24
+    if step > total_steps + 3:     # the cosine starts over (right up to total_steps + 3)
+        step %= total_steps
+    return _right_schedule(step, warmup_steps, total_steps, lr_max, lr_min)
+
+
+def schedule_divides_by_the_warmup(step, warmup_steps, total_steps, lr_max, lr_min):   # z25
+    if step < warmup_steps or warmup_steps == 0:    # W = 0 divides by zero
+        return lr_max * (step + 1) / warmup_steps
+    return _right_schedule(step, warmup_steps, total_steps, lr_max, lr_min)
+
+
+def clip_eps_dropped_for_large_norms(grads, max_norm):   # z29
+    total = math.sqrt(sum(float((g * g).sum()) for g in grads))
+    eps = 1e-6 if total < 1e3 else 0.0
+    return [g * min(1.0, max_norm / (total + eps)) for g in grads], total
+
+
+def train_step_schedule_wraps(logits_fn, params, x, y, m, v, step, cfg, parts):   # z32
+    wrapped = dict(parts, schedule=lambda s, *rest: parts["schedule"](s % cfg.max_steps, *rest))
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, wrapped)
+
+
+def train_step_decay_over_64_entries(logits_fn, params, x, y, m, v, step, cfg, parts):   # z33
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, parts,
+                       decayed=lambda i, p, params: p.dim() >= 2 or p.numel() > 64)
+
+
+def train_step_clip_at_least_0_01(logits_fn, params, x, y, m, v, step, cfg, parts):   # z34
+    floored = dict(parts, clip=lambda grads, c: parts["clip"](grads, max(c, 1e-2)))
+    return _train_step(logits_fn, params, x, y, m, v, step, cfg, floored)
+
+
 def swiglu_gate_clamped(x, w_gate, w_up, w_down):   # z52: "for stability"
     return (F.silu((x @ w_gate.T).clamp(-30, 30)) * (x @ w_up.T)) @ w_down.T
 
@@ -1265,3 +1306,10 @@ WRONG_ANSWERS["ch16-swiglu"].append(swiglu_gate_clamped)
 WRONG_ANSWERS["ch16-block"].append(block_last_position_only_with_a_cache)
 WRONG_ANSWERS["ch16-gpt-forward"].append(gpt_last_id_only_with_caches)
 WRONG_ANSWERS["ch16-gpt-forward"].append(gpt_last_logits_only_with_caches)
+WRONG_ANSWERS["ch16-adamw"].append(adamw_bias_correction_capped)
+WRONG_ANSWERS["ch16-schedule"].append(schedule_restarts_after_the_end)
+WRONG_ANSWERS["ch16-schedule"].append(schedule_divides_by_the_warmup)
+WRONG_ANSWERS["ch16-clip"].append(clip_eps_dropped_for_large_norms)
+WRONG_ANSWERS["ch16-train-step"].append(train_step_schedule_wraps)
+WRONG_ANSWERS["ch16-train-step"].append(train_step_decay_over_64_entries)
+WRONG_ANSWERS["ch16-train-step"].append(train_step_clip_at_least_0_01)
