@@ -1009,7 +1009,11 @@ def check_ch16_generate(generate, *, generator=None):
                                                (1, 5, 6, 0.0, None, None),
                                                (3, 2, 10, 1.0, 4, None),
                                                (2, 4, 8, 0.7, None, 0.8),
-                                               (2, 3, 8, 1.3, 5, 0.9)):
+                                               (2, 3, 8, 1.3, 5, 0.9),
+                                               # no new token: the prompt comes back as it is
+                                               # (the fifth red team: a first token picked
+                                               # before the loop passed)
+                                               (2, 4, 0, 0.0, None, None)):
         model = _gpt_case(g, 13, 16, 2, 2).eval()
         with torch.no_grad():
             model.lm_head.weight.mul_(3.0)        # peaked distributions: top-k and top-p bite

@@ -1292,6 +1292,16 @@ def train_step_clip_at_least_0_01(logits_fn, params, x, y, m, v, step, cfg, part
     return _train_step(logits_fn, params, x, y, m, v, step, cfg, floored)
 
 
+def generate_first_token_before_the_loop(step, prompt, max_new_tokens, temperature=0.0,
+                                         top_k=None, top_p=None, draw=None):   # z38
+    nxt = _pick(step(prompt)[:, -1], temperature, top_k, top_p, draw)   # even for 0 new tokens
+    idx = torch.cat([prompt, nxt[:, None]], 1)
+    for _ in range(max_new_tokens - 1):
+        nxt = _pick(step(nxt[:, None])[:, -1], temperature, top_k, top_p, draw)
+        idx = torch.cat([idx, nxt[:, None]], 1)
+    return idx
+
+
 def swiglu_gate_clamped(x, w_gate, w_up, w_down):   # z52: "for stability"
     return (F.silu((x @ w_gate.T).clamp(-30, 30)) * (x @ w_up.T)) @ w_down.T
 
@@ -1313,3 +1323,4 @@ WRONG_ANSWERS["ch16-clip"].append(clip_eps_dropped_for_large_norms)
 WRONG_ANSWERS["ch16-train-step"].append(train_step_schedule_wraps)
 WRONG_ANSWERS["ch16-train-step"].append(train_step_decay_over_64_entries)
 WRONG_ANSWERS["ch16-train-step"].append(train_step_clip_at_least_0_01)
+WRONG_ANSWERS["ch16-generate"].append(generate_first_token_before_the_loop)
