@@ -189,3 +189,17 @@ def test_forbidden_calls_are_refused_however_they_are_reached():
     for cheat in cheats[:5]:                       # restored: each works again
         assert torch.allclose(cheat(x), want)
     assert torch.ops.aten.dropout(x, 0.0, True).shape == x.shape
+
+
+def test_a_complex_answer_is_not_read_as_its_real_part(capsys):
+    # the grader's fifth attack, H3: cos + 5j passed ch09-cosine-from-dot, the imaginary part
+    # dropped when the answer was read as float64
+    path = dict((label, path) for path, label in EXERCISES)["ch09-cosine-from-dot"]
+    right = reference_answer(read(path), "ch09-cosine-from-dot")
+
+    def complex_answer(*args, **kwargs):
+        return right(*args, **kwargs) + 5j
+
+    with pytest.raises(ExerciseCheckFailed, match="complex"):
+        CHECKS["ch09-cosine-from-dot"](complex_answer)
+    assert "✅" not in capsys.readouterr().out

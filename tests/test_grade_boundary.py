@@ -195,6 +195,17 @@ REFUSED = [
     ("class A:\n    def f(self, v):\n        self.svd = v\ntype(A()).f(torch.linalg, None)",
      "attributes of `type(...)`"),
     ("torch.nn.Module.__init__(torch.linalg)", "`super().__init__`"),
+    # the grader's fifth attack, H1: library routines that run code they are handed
+    ("from numpy.lib.format import read_array", "read_array"),
+    ("import numpy\na = numpy.lib.format.read_array(f, allow_pickle=True)", "format"),
+    ("import numpy\na = numpy.load(f, allow_pickle=True)", "load"),
+    ("a = g(f, allow_pickle=True)", "keyword argument `allow_pickle`"),
+    ("from torch.utils.benchmark import Timer", "benchmark"),
+    ("t = torch.utils.benchmark.Timer(stmt=s).timeit(1)", "benchmark"),
+    ("import numpy.f2py", "f2py"),
+    ("x = torch.testing.assert_close", "testing"),
+    # H2: a cell too long to parse cheaply
+    ("x = (" + "1," * 60_000 + ")", "at most 100000 are read"),
 ]
 
 

@@ -223,8 +223,13 @@ def as_tensor(value, what, tensor_only=False):
     naming ``what``. An object of the student's own class is not read as a sequence: its
     ``__getitem__`` would run the student's code after the call, outside the exercise's rules."""
     if isinstance(value, torch.Tensor):
+        if value.is_complex():      # .to(float64) would drop the imaginary part (grader's H3)
+            raise CheckFailure(f"{what}: expected real numbers, got a complex tensor "
+                               f"({value.dtype})")
         return value.detach().to("cpu", torch.float64)
     if not tensor_only and (_plain_numpy(value) or type(value) in (list, tuple, int, float, bool)):
+        if _plain_numpy(value) and value.dtype.kind == "c":
+            raise CheckFailure(f"{what}: expected real numbers, got a complex array")
         try:
             return torch.as_tensor(value, dtype=torch.float64)
         except (TypeError, ValueError, RuntimeError):

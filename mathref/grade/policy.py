@@ -69,9 +69,18 @@ DENIED_ATTRIBUTES = DENIED_MODULES | {
     "load", "loads", "load_library", "load_inline", "cpp_extension", "jit", "package", "hub",
     "ctypeslib", "serialization", "library", "compile", "compiler", "export", "fx", "overrides",
     "distributed", "collect_env", "bottleneck", "grade", "checks",
+    # routines of numpy and torch that run code they are handed: a pickle (numpy.lib.format's
+    # read_array, open_memmap), a statement string (torch.utils.benchmark's Timer, timeit), a
+    # build (f2py, distutils), a test runner (the grader's attack, H1)
+    "read_array", "open_memmap", "benchmark", "Timer", "timeit", "f2py", "distutils", "testing",
     # library routines that get or set attributes by names they are given
     *("update_wrapper", "wraps", "attrgetter", "methodcaller", "format_map", "vformat",
       "get_field", "namedtuple")}
+# keyword arguments that make a library routine run code: unpickling
+DENIED_KEYWORDS = {"allow_pickle", "pickle_module", "weights_only"}
+# a solution cell longer than this is refused before it is parsed (an honest one is a few
+# thousand characters; parsing grows with the text: about 0.7 GiB and 20 s per MiB, H2)
+MAX_SOURCE = 100_000
 _GADGETS = {"update_wrapper", "wraps", "attrgetter", "methodcaller", "namedtuple"}
 # the one name with underscores a course exercise reads: mathref.autograd.Value's fields
 PRIVATE_ALLOWED = {"_prev", "_backward", "_op"}
@@ -325,6 +334,9 @@ def check(source, modules=(), refused=(), setup=None):
     here). ``refused``: modules the exercise itself does not allow (its checker's
     ``refused_modules``), with ``setup`` the setup cell's :func:`module_bindings`. A syntax
     error is left to Python (the worker reports it as the cell's error)."""
+    if len(source) > MAX_SOURCE:
+        raise Refused(source.count("\n") + 1, f"a solution cell of {len(source)} characters: "
+                                               f"at most {MAX_SOURCE} are read")
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -401,6 +413,9 @@ def check(source, modules=(), refused=(), setup=None):
                     isinstance(node.args[0], ast.Name) and node.args[0].id == "self"):
                 raise Refused(line, f"`{node.func.id}` on something other than `self` is not "
                                     f"available to a solution")
+        elif isinstance(node, ast.keyword) and node.arg in DENIED_KEYWORDS:
+            raise Refused(line, f"the keyword argument `{node.arg}` (loading a pickle runs the "
+                                f"code inside it) is not available to a solution")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and _DUNDER_TEXT.search(node.value):
             raise Refused(line, "a string naming a dunder attribute is not available to a "
