@@ -86,7 +86,7 @@ EXPECTED = {   # student: (status, score, verdicts of selftest-square, -descent,
     "vandal": ("ok", 0, REFUSED),           # cannot touch the others' files
     "workerpatch": ("ok", 0, REFUSED),      # issue 33, finding 2: the rules stay on
     # zoe.ipynb and ｚｏｅ.ipynb are one name after NFKC: both graded, both flagged
-    "zoe": ("ok", 0, NONE),
+    "zoe [name clash: zoe.ipynb]": ("ok", 0, NONE),
     "zoe [name clash: \uff5a\uff4f\uff45.ipynb]": ("ok", 3, ALL),
 }
 

@@ -367,14 +367,16 @@ def grade_folder(folder, assignment, timeout=120, exercise_timeout=60, jobs=1, e
     for f in files:
         by_name.setdefault(student_name(f.name), []).append(f)
     # names that normalize to one string (zoe.ipynb and ｚｏｅ.ipynb) are all graded, each under a
-    # row of its own, and flagged: the file already spelled as its normalized name keeps it
+    # row of its own naming its file, and flagged; none keeps the plain name: which file is
+    # "already spelled" so depends on how the platform wrote it (NFC or NFD, the grader's fifth
+    # attack, H4: an NFC name took the plain row of an NFD classmate)
     to_grade = []
     for name, group in by_name.items():
         for f in group:
             if len(group) == 1:
                 to_grade.append((f, name, ""))
                 continue
-            row = name if f.name == name + ".ipynb" else f"{name} [name clash: {report_safe(f.name)}]"
+            row = f"{name} [name clash: {report_safe(f.name)}]"
             to_grade.append((f, row, f"name clash: {len(group)} files normalize to {name!r}: "
                                      + ", ".join(report_safe(g.name) for g in group)))
     session = _Session(assignment, timeout=timeout, exercise_timeout=exercise_timeout,
