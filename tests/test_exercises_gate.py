@@ -163,6 +163,31 @@ def test_a_right_answer_under_a_grad_mode_decorator_passes(label, decorator, cap
     assert f"✅ {label}: passed" in capsys.readouterr().out
 
 
+def _served(start):
+    """A solution cell whose attention hands scaled_dot_product_attention to a thread running
+    _serve, which the source ``start`` starts, and waits for the result."""
+    return ("import functools, queue, threading, time, torch\n\n"
+            "_jobs, _done = queue.Queue(), queue.Queue()\n\n"
+            "def _serve():\n"
+            "    while (job := _jobs.get()) is not None:\n"
+            "        _done.put(job())\n\n"
+            + start + "\n"
+            "def attention(q, k, v, mask=None):\n"
+            "    _jobs.put(lambda: torch.nn.functional.scaled_dot_product_attention(\n"
+            "        q, k, v, attn_mask=mask))\n"
+            "    return _done.get()\n")
+
+
+def _refused_while_served(answer, capsys):
+    try:
+        with pytest.raises(ExerciseCheckFailed) as failure:
+            CHECKS["ch11-attention"](answer)
+    finally:
+        answer.__globals__["_jobs"].put(None)          # the thread ends
+    assert "a thread started from the notebook's code is still running" in failure.value.message
+    assert "✅" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("server", [
     "threading.Thread(target=_serve, daemon=True)",
     # chapter 2's delta read, N2: the target behind a partial, and a Timer's function
@@ -172,26 +197,9 @@ def test_work_handed_to_a_thread_started_before_the_check_is_refused(server, cap
     """Chapter 2's read, P2: the gate holds in the calling thread only, so a thread the solution
     cell started before the check could do the refused work for the answer, which hands it over
     and waits. A thread running the answer's code when the check starts is refused."""
-    source = ("import functools, queue, threading, torch\n\n"
-              "_jobs, _done = queue.Queue(), queue.Queue()\n\n"
-              "def _serve():\n"
-              "    while (job := _jobs.get()) is not None:\n"
-              "        _done.put(job())\n\n"
-              f"_server = {server}\n"
-              "_server.start()\n\n"
-              "def attention(q, k, v, mask=None):\n"
-              "    _jobs.put(lambda: torch.nn.functional.scaled_dot_product_attention(\n"
-              "        q, k, v, attn_mask=mask))\n"
-              "    return _done.get()\n")
-    answer = _answer("ch11-attention", source)
-    try:
-        with pytest.raises(ExerciseCheckFailed) as failure:
-            CHECKS["ch11-attention"](answer)
-    finally:
-        answer.__globals__["_jobs"].put(None)          # the thread ends
-        answer.__globals__["_server"].join(10)
-    assert "a thread started from the notebook's code is still running" in failure.value.message
-    assert "✅" not in capsys.readouterr().out
+    answer = _answer("ch11-attention", _served(f"_server = {server}\n_server.start()\n"))
+    _refused_while_served(answer, capsys)
+    answer.__globals__["_server"].join(10)
     CHECKS["ch11-attention"](_answer("ch11-attention", None))    # once it has ended: passes
     assert "✅ ch11-attention: passed" in capsys.readouterr().out
 
@@ -206,24 +214,8 @@ def test_a_thread_with_the_answers_code_on_its_stack_is_refused_however_started(
     """Chapter 2's fifth read, M1: threads whose function the gate could not read (a pool's
     worker, _thread, exec, a method-wrapper) served the refused work; each is found by the
     answer's code on its stack."""
-    source = ("import queue, threading, time, torch\n\n"
-              "_jobs, _done = queue.Queue(), queue.Queue()\n\n"
-              "def _serve():\n"
-              "    while (job := _jobs.get()) is not None:\n"
-              "        _done.put(job())\n\n"
-              + start + "time.sleep(0.05)\n\n"
-              "def attention(q, k, v, mask=None):\n"
-              "    _jobs.put(lambda: torch.nn.functional.scaled_dot_product_attention(\n"
-              "        q, k, v, attn_mask=mask))\n"
-              "    return _done.get()\n")
-    answer = _answer("ch11-attention", source)
-    try:
-        with pytest.raises(ExerciseCheckFailed) as failure:
-            CHECKS["ch11-attention"](answer)
-    finally:
-        answer.__globals__["_jobs"].put(None)          # the thread ends
-    assert "a thread started from the notebook's code is still running" in failure.value.message
-    assert "✅" not in capsys.readouterr().out
+    _refused_while_served(_answer("ch11-attention", _served(start + "time.sleep(0.05)\n")),
+                          capsys)
 
 
 def test_a_finalizer_on_the_rule_runs_after_the_verdict(capsys):

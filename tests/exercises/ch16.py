@@ -1311,16 +1311,14 @@ def rms_eps_dropped_for_large_inputs(x, weight, eps=1e-5):   # z48
     return x / torch.sqrt(torch.where(ms > 1e4, ms, ms + eps)) * weight
 
 
-WRONG_ANSWERS["ch16-rms-norm"].append(rms_eps_dropped_for_large_inputs)
-WRONG_ANSWERS["ch16-swiglu"].append(swiglu_gate_clamped)
-WRONG_ANSWERS["ch16-block"].append(block_last_position_only_with_a_cache)
-WRONG_ANSWERS["ch16-gpt-forward"].append(gpt_last_id_only_with_caches)
-WRONG_ANSWERS["ch16-gpt-forward"].append(gpt_last_logits_only_with_caches)
-WRONG_ANSWERS["ch16-adamw"].append(adamw_bias_correction_capped)
-WRONG_ANSWERS["ch16-schedule"].append(schedule_restarts_after_the_end)
-WRONG_ANSWERS["ch16-schedule"].append(schedule_divides_by_the_warmup)
-WRONG_ANSWERS["ch16-clip"].append(clip_eps_dropped_for_large_norms)
-WRONG_ANSWERS["ch16-train-step"].append(train_step_schedule_wraps)
-WRONG_ANSWERS["ch16-train-step"].append(train_step_decay_over_64_entries)
-WRONG_ANSWERS["ch16-train-step"].append(train_step_clip_at_least_0_01)
-WRONG_ANSWERS["ch16-generate"].append(generate_first_token_before_the_loop)
+WRONG_ANSWERS["ch16-rms-norm"] += [rms_eps_dropped_for_large_inputs]
+WRONG_ANSWERS["ch16-swiglu"] += [swiglu_gate_clamped]
+WRONG_ANSWERS["ch16-block"] += [block_last_position_only_with_a_cache]
+WRONG_ANSWERS["ch16-gpt-forward"] += [gpt_last_id_only_with_caches,
+                                      gpt_last_logits_only_with_caches]
+WRONG_ANSWERS["ch16-adamw"] += [adamw_bias_correction_capped]
+WRONG_ANSWERS["ch16-schedule"] += [schedule_restarts_after_the_end, schedule_divides_by_the_warmup]
+WRONG_ANSWERS["ch16-clip"] += [clip_eps_dropped_for_large_norms]
+WRONG_ANSWERS["ch16-train-step"] += [train_step_schedule_wraps, train_step_decay_over_64_entries,
+                                     train_step_clip_at_least_0_01]
+WRONG_ANSWERS["ch16-generate"] += [generate_first_token_before_the_loop]
