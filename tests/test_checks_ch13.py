@@ -7,7 +7,8 @@ import torch
 
 from mathref import checks
 from mathref.checks import ExerciseCheckFailed
-from tests.exercises.ch13 import (block_in_float32, block_parallel, block_parallel_norm2,
+from tests.exercises.ch13 import (block_attention_residual_dropped, block_in_float32,
+                                  block_norms_swapped, block_parallel, block_parallel_norm2,
                                   cross_transposed, cross_transposed_v_o, cross_transposed_q,
                                   cross_transposed_k, dff_always_equal,
                                   dff_as_float, dff_float_ceil, dff_floor_rounded_up)
@@ -84,6 +85,16 @@ def test_pre_norm_block_names_the_parallel_block(answer):
     with pytest.raises(ExerciseCheckFailed, match="parallel block") as err:
         checks.check_ch13_pre_norm_block(answer)
     assert "after attention's update" in err.value.message
+
+
+@pytest.mark.parametrize("answer, cause", [
+    (block_norms_swapped, "the norms are swapped"),
+    (block_attention_residual_dropped, "attention's update is missing from the output")])
+def test_pre_norm_block_names_swapped_norms_and_a_dropped_attention_residual(answer, cause):
+    # the fifth read's L4: both were rejected with a bare difference and no cause
+    with pytest.raises(ExerciseCheckFailed, match="largest difference") as err:
+        checks.check_ch13_pre_norm_block(answer)
+    assert cause in err.value.message
 
 
 def test_swiglu_width_an_int_subclass_does_not_decide_the_comparison():

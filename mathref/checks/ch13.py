@@ -187,6 +187,10 @@ def _pre_norm_diagnosis(got, x, block):
             (ffn(n2(attn(n1(x)))), "the residual connections are missing: add each sub-layer's "
                                    "output to its input"),
             (after_attn + ffn(n1(after_attn)), "the second sub-layer must use norm2, not norm1"),
+            (x + attn(n2(x)) + ffn(n1(x + attn(n2(x)))),
+             "the norms are swapped: norm1 goes before attention, norm2 before the FFN"),
+            (x + ffn(n2(after_attn)), "attention's update is missing from the output: the FFN's "
+                                      "output is added to h = x + Attn(Norm₁(x)), not to x"),
             (x + attn(n1(x)) + ffn(n1(x)), "this is the parallel block of 13.11: here the "
                                             "FFN must read x after attention's update, "
                                             "x + Attn(Norm₁(x)), through norm2"),

@@ -221,6 +221,19 @@ WRONG_ANSWERS["ch13-swiglu-width"].append(dff_always_equal)
 WRONG_ANSWERS["ch13-pre-norm-block"] += [block_parallel, block_parallel_norm2]
 
 
+def block_norms_swapped(x, attn, ffn, norm1, norm2):    # the fifth read's L4: norm2 first
+    h = x + attn(norm2(x))
+    return h + ffn(norm1(h))
+
+
+def block_attention_residual_dropped(x, attn, ffn, norm1, norm2):   # the same read: x, not h
+    h = x + attn(norm1(x))
+    return x + ffn(norm2(h))
+
+
+WRONG_ANSWERS["ch13-pre-norm-block"] += [block_norms_swapped, block_attention_residual_dropped]
+
+
 # Solutions written as a student would, calling what the exercise re-derives (tests/test_shortcuts.py)
 _CROSS_HEADS = (
     "    B, T, d = y.shape\n"
