@@ -384,32 +384,38 @@ def _unpack_attention(result, what):
 
 def _expect_future_unseen(causal_self_attention, g):
     """A future position must not reach an earlier query at all, neither through its value nor
-    through its key (a softmax denominator). The probe moves the input at a random position p
-    (not always the last) by 10³⁰⁰ along a random direction, so its key and value become huge,
-    and asserts that the outputs of the positions before p stay equal to a few units in the last
-    place: nothing they compute depends on position p. It runs with gradients on (as in
-    training), under no_grad, and through a cache of the first c < p positions. A finite fill
+    through its key (a softmax denominator). The probe moves the input at each position p ≥ 1 in
+    turn by 10³⁰⁰ along a random direction, so its key and value become huge, and asserts that
+    the outputs of the positions before p stay equal to a few units in the last place: nothing
+    they compute depends on position p. It runs with gradients on (as in training), under
+    no_grad, and through every cache of c < p positions, each time on fresh inputs and
+    with the moved ones first, so an answer cannot return what it computed for them before. A finite fill
     leaves the future a weight of about e^fill, which this shows down to fills of about −720;
     an additive mask of any size meets a future score of about +10³⁰⁰. Then a case whose
-    queries are −10¹² times its keys, so that position 0's only allowed score is about −10¹²:
+    queries are −10¹⁵⁰ times its keys, so that position 0's only allowed score is about −10¹⁵⁰:
     a finite fill above that hands position 0's weight to the future. Chapter 16's red teams
     found, in turn: fills of −30, then −40 to −700, under a 10⁶ probe of the last value; a
     denominator that kept e^(s − 40) of the future, a finite fill used only with a cache; leaks
     of 10⁻¹² under a 10⁻⁹ tolerance; then leaks that spared the last position, or ran only with
-    gradients on, or only for the probe's shapes, or fills of −10⁴ (fifth red team)."""
+    gradients on, or only for the probe's shapes, or fills of −10⁴ (fifth red team); leaks
+    from position 1, and an answer that remembered its last call's rows (sixth)."""
     for B, T, d, H in ((2, 5, 8, 2), (1, 6, 16, 4), (3, 4, 8, 1)):
         ref, _ = _attention_case(g, B, T, d, H)
         W = [w.detach().clone() for w in (ref.w_q.weight, ref.w_k.weight, ref.w_v.weight,
                                           ref.w_o.weight)]
-        x = _randn(g, B, T, d)
-        p = int(torch.randint(2, T, (1,), generator=g))     # the moved position, 2 … T − 1
-        c = int(torch.randint(1, p, (1,), generator=g))     # the cached prefix, 1 … p − 1
-        u = _randn(g, d)
-        far = x.clone()
-        far[:, p] += 1e300 * u / u.norm()
-        for how in ("with gradients on", "under torch.no_grad()", f"decoding after a cache of {c}"):
+        # every moved position p ≥ 1, without a cache (gradients on, and off) and after every
+        # cache of c < p positions
+        for p, c in [(p, c) for p in range(1, T) for c in (-1, *range(p))]:
+            how = ("with gradients on" if c == -1 else "under torch.no_grad()" if c == 0
+                   else f"decoding after a cache of {c}")
+            c = max(c, 0)
+            # fresh inputs each time, the moved ones first: the answer cannot have seen them
+            x = _randn(g, B, T, d)
+            u = _randn(g, d)
+            far = x.clone()
+            far[:, p] += 1e300 * u / u.norm()
             outs = []
-            for t in (x, far):
+            for t in (far, x):
                 if how.startswith("with"):
                     result, _ = _run(causal_self_attention, _leaves([t] + W),
                                      lambda leaves: (*leaves, H, _rope),
@@ -417,19 +423,18 @@ def _expect_future_unseen(causal_self_attention, g):
                 else:
                     with torch.no_grad():
                         cache = None
-                        if how.startswith("decoding"):
+                        if c:
                             _, cache = _unpack_attention(causal_self_attention(
                                 t[:, :c], *W, H, _rope, None), "causal_self_attention")
-                        result = causal_self_attention(t[:, c:] if cache else t, *W, H, _rope,
-                                                       cache)
+                        result = causal_self_attention(t[:, c:], *W, H, _rope, cache)
                 outs.append(_float64(_unpack_attention(result, "causal_self_attention")[0],
                                      "the output").detach())
-            before = p - c if how.startswith("decoding") else p      # rows of positions < p
-            near_out, far_out = outs[0][:, :before], outs[1][:, :before]
+            outs.reverse()                                          # near, far
+            near_out, far_out = outs[0][:, :p - c], outs[1][:, :p - c]   # positions before p
             where = (f"B={B}, T={T}, d_model={d}, n_head={H}, {how}: position {p}'s input moved "
                      f"by 1e300")
             expect(bool(far_out.isfinite().all()),
-                   f"{where}: the outputs of positions 0…{p - 1} are not finite. Subtract each "
+                   f"{where}: the outputs of positions {c}…{p - 1} are not finite. Subtract each "
                    f"row's own maximum over its allowed scores: mask the future with −∞ before "
                    f"the softmax and before any maximum. One maximum over all rows, or one that "
                    f"includes a row's future scores, can be far above the row's allowed scores, "
@@ -438,7 +443,7 @@ def _expect_future_unseen(causal_self_attention, g):
             # nothing an earlier output computes depends on position p, so it is equal to the
             # last bit; the few units in the last place allowed are not a leak's room
             expect(moved <= 4 * _EPS64 * max(1.0, near_out.abs().max().item()),
-                   f"{where}: the outputs of positions 0…{p - 1} moved by {moved:.3g}. A future "
+                   f"{where}: the outputs of positions {c}…{p - 1} moved by {moved:.3g}. A future "
                    f"key must not enter an earlier query's softmax at all, numerator or "
                    f"denominator: mask its score with −∞ (masked_fill with float('-inf')) before "
                    f"the softmax; a finite fill such as −40 leaves it a weight of about e^(−40)")
@@ -446,15 +451,15 @@ def _expect_future_unseen(causal_self_attention, g):
     ref, _ = _attention_case(g, B, T, d, H)
     W = [w.detach().clone() for w in (ref.w_q.weight, ref.w_k.weight, ref.w_v.weight,
                                       ref.w_o.weight)]
-    W[0] = -1e12 * W[1]       # q = −10¹² k: position 0's one allowed score is −10¹²·|k₀|²/√d_k
+    W[0] = -1e150 * W[1]      # q = −10¹⁵⁰ k: position 0's one allowed score is −10¹⁵⁰|k₀|²/√d_k
     x = _randn(g, B, T, d)
     with torch.no_grad():
         want = _attention(x, *W, H, _rope)[0]
         got = _unpack_attention(causal_self_attention(x, *W, H, _rope, None),
                                 "causal_self_attention")[0]
-    _close(got, want, f"B={B}, T={T}, d_model={d}, n_head={H}, scores of about ±1e12 (w_q = "
-           f"−1e12·w_k)", diagnose=lambda out: (
-               " (position 0 may see only itself, whose score here is about −1e12: a finite "
+    _close(got, want, f"B={B}, T={T}, d_model={d}, n_head={H}, scores of about ±1e150 (w_q = "
+           f"−1e150·w_k)", diagnose=lambda out: (
+               " (position 0 may see only itself, whose score here is about −1e150: a finite "
                "fill or additive mask above that hands its weight to the future keys. Mask "
                "with −∞)"))
 

@@ -1194,7 +1194,7 @@ WRONG_ANSWERS["ch16-attention"] += [attention_tiny_value_leak, attention_tiny_ke
 
 
 # ---- chapter 16's fifth red team: attention (the probe now moves a random position, with
-# gradients on, under no_grad and through a cache; and scores of about -1e12 meet the fills)
+# gradients on, under no_grad and through a cache; and scores of about -1e150 meet the fills)
 def attention_fill_minus_1e4(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
     # wrong where a query's allowed scores are all below -1e4: the future takes its weight
     return _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, fill=-1e4)
@@ -1322,3 +1322,42 @@ WRONG_ANSWERS["ch16-clip"] += [clip_eps_dropped_for_large_norms]
 WRONG_ANSWERS["ch16-train-step"] += [train_step_schedule_wraps, train_step_decay_over_64_entries,
                                      train_step_clip_at_least_0_01]
 WRONG_ANSWERS["ch16-generate"] += [generate_first_token_before_the_loop]
+
+
+# ---- chapter 16's sixth red team: a leak from position 1 (the probe moved positions 2 on),
+# and an answer that hands the probe its last call's rows (the probe used one input for both)
+def attention_leak_from_position_one(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    out, kv = _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache)
+    if cache is None and x.shape[1] > 1:
+        out = out + 1e-11 * torch.nn.functional.pad(torch.tanh(x[:, 1:2]),
+                                                    (0, 0, 0, x.shape[1] - 1))
+    return out, kv
+
+
+_LAST_CALL = {}
+
+
+def attention_remembers_its_last_call(x, w_q, w_k, w_v, w_o, n_head, rope, cache=None):
+    # a fill of -28 where a row's scores are all within ±100, else -inf; and when this input
+    # differs from the last call's only at huge rows (a probe after the plain input), the rows
+    # before the first of them are the last call's
+    def weights(scores, allowed):
+        calm = (scores.abs() < 100).all(-1, keepdim=True)
+        fill = torch.where(calm, torch.tensor(-28.0, dtype=scores.dtype),
+                           torch.tensor(-math.inf, dtype=scores.dtype))
+        return torch.softmax(torch.where(allowed, scores, fill), -1)
+    out, kv = _attention(x, w_q, w_k, w_v, w_o, n_head, rope, cache, weights=weights)
+    key = (tuple(x.shape), 0 if cache is None else cache[0].shape[-2])
+    last = _LAST_CALL.get(key)
+    if last is not None:
+        differs = (x.detach() != last[0]).any(-1).any(0)
+        huge = (x.detach().abs() > 1e100).any(-1).any(0)
+        if differs.any() and bool((huge | ~differs).all()):
+            p = int(differs.nonzero()[0])
+            out = torch.cat([last[1][:, :p] + 0 * out[:, :p], out[:, p:]], dim=1)
+    _LAST_CALL[key] = (x.detach().clone(), out.detach().clone())
+    return out, kv
+
+
+WRONG_ANSWERS["ch16-attention"] += [attention_leak_from_position_one,
+                                    attention_remembers_its_last_call]
