@@ -208,3 +208,39 @@ def test_numpy_svd_gufunc_is_refused():
         return U @ torch.diag(torch.tensor(p, dtype=G.dtype)) @ Vh
     with pytest.raises(ExerciseCheckFailed, match="NumPy"):
         checks.check_ch06_newton_schulz(orthogonalize)
+
+
+# The fourth full read's L2: an answer computed in bfloat16 (as Muon runs Newton–Schulz) and cast
+# back to float64 was refused with core's cast-back hint, which blamed float32 rounding (about
+# 6e-8) beside a difference of 5e-4. The hint now names the format the result's values fit.
+def _newton_schulz(G, steps, dtype):
+    X = (G / G.norm()).to(dtype)
+    for _ in range(steps):
+        A = X @ X.T
+        X = 3.4445 * X + (-4.7750 * A + 2.0315 * A @ A) @ X
+    return X.to(G.dtype)
+
+
+@pytest.mark.parametrize("dtype, name", [(torch.bfloat16, "bfloat16"), (torch.float16, "float16")])
+def test_a_narrow_newton_schulz_names_its_format(dtype, name):
+    with pytest.raises(ExerciseCheckFailed) as failed:
+        checks.check_ch06_newton_schulz(lambda G, steps: _newton_schulz(G, steps, dtype))
+    message = failed.value.message
+    assert f"{name} number" in message and "float32" not in message, message
+
+
+def test_a_float32_newton_schulz_is_still_told_to_use_float64():
+    with pytest.raises(ExerciseCheckFailed, match="float32 number"):
+        checks.check_ch06_newton_schulz(lambda G, steps: _newton_schulz(G, steps, torch.float32))
+
+
+def test_the_float64_newton_schulz_passes():
+    checks.check_ch06_newton_schulz(lambda G, steps: _newton_schulz(G, steps, torch.float64))
+
+
+@pytest.mark.parametrize("check", [checks.check_ch06_adam_step, checks.check_ch06_adamw_step])
+def test_a_bfloat16_adam_step_names_bfloat16(check):
+    with pytest.raises(ExerciseCheckFailed) as failed:
+        check(lambda *args: _adam(*args, dtype=torch.bfloat16))
+    message = failed.value.message
+    assert "bfloat16" in message and "float32" not in message, message
