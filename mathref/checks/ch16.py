@@ -611,7 +611,33 @@ def check_ch16_block(block_forward, *, generator=None):
             _close(last, want[:, T - 1:], "the last position, decoded with the cache of the "
                    "others", diagnose=lambda out: " (pass `cache` to the attention and return "
                                                    "the cache it gives back)")
+
+    def draw(q):
+        x, u = _randn(g, B, T, d), _randn(g, d)
+        changed = x.clone()
+        changed[:, q] += 1e3 * u / u.norm()
+        return x, changed
+
+    with torch.no_grad():
+        _expect_causal(lambda t: block_forward(t, p, H, dict(BLOCK_PARTS), None)[0], T, draw,
+                       f"block_forward (B={B}, T={T}, d_model={d}, n_head={H})")
     return "x + Attn(RMSNorm₁(x)), then x + MLP(RMSNorm₂(x))"
+
+
+def _expect_causal(run, T, draw, what):
+    """For each position q ≥ 1: ``draw(q)`` gives fresh (plain, changed) inputs that differ at
+    position q only; ``run`` of the changed ones first, then of the plain ones, and every output
+    before q must be equal to a few units in the last place (chapter 16's sixth red team: a
+    block and a GPT that added 1e-10 of the next position passed)."""
+    for q in range(1, T):
+        plain, changed = draw(q)
+        far = _float64(run(changed), f"{what}'s output").detach()[:, :q]
+        near = _float64(run(plain), f"{what}'s output").detach()[:, :q]
+        moved = (far - near).abs().max().item()
+        expect(moved <= 4 * _EPS64 * max(1.0, near.abs().max().item()),
+               f"{what}: the outputs of positions 0…{q - 1} moved by {moved:.3g} when only "
+               f"position {q}'s input changed: a position may depend only on itself and the "
+               f"positions before it")
 
 
 def _gpt_case(g, vocab, d, H, L):
@@ -686,6 +712,16 @@ def check_ch16_gpt_forward(gpt_forward, *, generator=None):
             _close(last, want[:, -1:], f"{case}: the last position decoded with the caches",
                    diagnose=lambda out: " (give block i the cache caches[i] and return the "
                                         "list of the caches the blocks give back)")
+
+    def draw(q):
+        ids = torch.randint(vocab, (B, T), generator=g)
+        changed = ids.clone()
+        changed[:, q] = (ids[:, q] + 1 + torch.randint(vocab - 1, (B,), generator=g)) % vocab
+        return ids, changed
+
+    with torch.no_grad():
+        _expect_causal(lambda t: _unpack_gpt(gpt_forward(t, p, H, L, dict(PARTS), None),
+                                             "gpt_forward")[0], T, draw, f"gpt_forward ({case})")
     return "logits = RMSNorm(blocks(E[idx])) W_headᵀ, equal to mathref.GPT's"
 
 

@@ -1361,3 +1361,25 @@ def attention_remembers_its_last_call(x, w_q, w_k, w_v, w_o, n_head, rope, cache
 
 WRONG_ANSWERS["ch16-attention"] += [attention_leak_from_position_one,
                                     attention_remembers_its_last_call]
+
+
+def _next_position(t):
+    """Each position's next one along axis 1 (zeros after the last)."""
+    return torch.nn.functional.pad(t[:, 1:], (0, 0, 0, 1))
+
+
+def block_leaks_the_next_position(x, params, n_head, parts, cache=None):   # sixth red team, w11
+    attn, mlp = _sub(params, parts, n_head, cache)
+    h, cache = attn(parts["norm"](x, params["ln_1.weight"]))
+    u = x + h
+    out = u + mlp(parts["norm"](u, params["ln_2.weight"]))
+    return out + 1e-10 * torch.tanh(_next_position(x)), cache
+
+
+def gpt_leaks_the_next_logits(idx, params, n_head, n_layer, parts, caches=None):   # w14
+    logits, caches = _gpt(idx, params, n_head, n_layer, parts, caches)
+    return logits + 3e-10 * torch.tanh(_next_position(logits)), caches
+
+
+WRONG_ANSWERS["ch16-block"] += [block_leaks_the_next_position]
+WRONG_ANSWERS["ch16-gpt-forward"] += [gpt_leaks_the_next_logits]
