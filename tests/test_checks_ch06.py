@@ -244,3 +244,13 @@ def test_a_bfloat16_adam_step_names_bfloat16(check):
         check(lambda *args: _adam(*args, dtype=torch.bfloat16))
     message = failed.value.message
     assert "bfloat16" in message and "float32" not in message, message
+
+
+def test_the_shared_precision_hint_names_bfloat16_and_float16_too():
+    # the hint lives in core (every chapter's float64 comparison), not in chapter 6 alone
+    from mathref.checks.core import _precision_hint
+    want = torch.tensor([1 / 3, 2 / 7, 5 / 11], dtype=torch.float64)
+    for dtype, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16"),
+                        (torch.float32, "float32")):
+        hint = _precision_hint(want.to(dtype).double(), want, 1e-10)
+        assert f"a {name} number" in hint, hint

@@ -3,7 +3,8 @@ import math
 
 import torch
 
-from mathref.checks.core import FLOAT32_CAST_BACK, cast_back_from_float32, integer, rng, uniform
+from mathref.checks.core import (FLOAT32_CAST_BACK, cast_back_from_float32, integer,
+                                  narrow_cast_back, rng, uniform)
 from mathref.checks.numpy_use import refuse_named_numpy
 from mathref.checks.core import (CheckFailure, as_tensor, exercise, expect,
                                  expect_callable, expect_close, expect_tensor_close)
@@ -181,26 +182,6 @@ def _adam_variants(theta, grad, m, v, t, lr, beta1, beta2, eps, wd=None):
     return variants
 
 
-# formats narrower than float32, with their relative rounding (half a unit in the last place)
-_NARROW = ((torch.bfloat16, "bfloat16", "4e-3"), (torch.float16, "float16", "5e-4"))
-
-
-def _narrow_cast_back(got, want=None):
-    """The hint for a float64 ``got`` that holds only bfloat16 (or float16) numbers, not all of
-    them whole, where ``want`` (if given) does not: such a result also holds only float32
-    numbers, and core's cast-back hint would blame float32. None where neither format fits."""
-    if not (isinstance(got, torch.Tensor) and got.dtype == torch.float64) or torch.equal(got.round(), got):
-        return None
-    for dtype, name, rounding in _NARROW:
-        def only(x):
-            return torch.equal(x.to(dtype).double(), x)
-        if only(got) and (want is None or not only(want)):
-            return (f"every entry of your result is a {name} number: it was computed in {name} and "
-                    f"cast back to float64, so it carries {name} rounding (up to about {rounding} "
-                    "relative): compute in float64")
-    return None
-
-
 class _RoundingSized(CheckFailure):
     """A miss no known variant explains, of the size float32 rounding gives: the check tries its
     other settings before reporting it, since a formula error may show larger there."""
@@ -210,7 +191,7 @@ def _float32_hint(name, mine, theirs, inputs, t, args):
     """Name float32 only where the miss is float32 rounding: the returned tensor holds nothing but
     float32 values (computed in float32 and cast back), or it is off by no more than the correct
     step computed in float32 from the same inputs is (times 4). Otherwise no hint."""
-    narrow = _narrow_cast_back(mine, theirs)
+    narrow = narrow_cast_back(mine, theirs)
     if narrow:
         return f"; {narrow}"
     if cast_back_from_float32(mine, theirs):
@@ -389,7 +370,7 @@ def check_ch06_newton_schulz(orthogonalize):
                     got.detach().cpu(), want, rtol=0, atol=1e-5):
                 hint = (" — close but not exact: divide by ‖G‖_F itself (an ε larger than "
                         "1e-7 shows) and do every product in G's own dtype, float64 here")
-            narrow = (_narrow_cast_back(got.detach().cpu(), want) if tuple(got.shape) == shape
+            narrow = (narrow_cast_back(got.detach().cpu(), want) if tuple(got.shape) == shape
                       and not torch.allclose(got.detach().cpu(), want, rtol=0, atol=1e-9) else None)
             expect(narrow is None, f"{what}: largest difference "       # before core's float32 hint
                    f"{(got.detach().cpu() - want).abs().max().item():.3g}; {narrow}")

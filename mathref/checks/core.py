@@ -275,12 +275,37 @@ def cast_back_from_float32(got, want=None):
             and not torch.equal(got.round(), got) and (want is None or not only_float32(want)))
 
 
+# formats narrower than float32, with their relative rounding (half a unit in the last place):
+# the chapters' own bfloat16 recipes (chapter 6's Newton–Schulz and Muon) round like this
+_NARROW_FORMATS = ((torch.bfloat16, "bfloat16", "4e-3"), (torch.float16, "float16", "5e-4"))
+
+
+def narrow_cast_back(got, want=None):
+    """The hint for a float64 ``got`` that holds only bfloat16 (or float16) numbers, not all of
+    them whole, where ``want`` (if given) does not: such a result also holds only float32
+    numbers, so cast_back_from_float32's hint would blame float32. None where neither fits."""
+    if not (isinstance(got, torch.Tensor) and got.dtype == torch.float64) \
+            or torch.equal(got.round(), got):
+        return None
+    for dtype, name, rounding in _NARROW_FORMATS:
+        def only(x):
+            return torch.equal(x.to(dtype).double(), x)
+        if only(got) and (want is None or not only(want)):
+            return (f"every entry of your result is a {name} number: it was computed in {name} and "
+                    f"cast back to float64, so it carries {name} rounding (up to about {rounding} "
+                    "relative): compute in float64")
+    return None
+
+
 def _precision_hint(got, want, atol):
     """A likely cause when a float64 check is missed by a float32-sized error."""
     if want.dtype != torch.float64 or not got.is_floating_point():
         return ""
     if got.dtype in _LOW_PRECISION:
         return f". Your result is {got.dtype}: compute in float64"
+    narrow = narrow_cast_back(got, want)
+    if narrow:
+        return f"; {narrow}"
     if cast_back_from_float32(got, want):
         return f"; {FLOAT32_CAST_BACK}"
     relative = ((got - want).abs() / want.abs().clamp_min(max(atol, 1e-300))).max().item()
