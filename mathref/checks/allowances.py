@@ -26,7 +26,8 @@ FOREACH = tuple(f"_foreach_{op}{inplace}" for op in (
     "pow", "maximum", "minimum", "abs") for inplace in ("", "_")) + ("_foreach_copy_",)
 # a training step's backward pass runs the backward kernels of what its forward ran
 BACKWARD = ("nll_loss_backward", "_log_softmax_backward_data", "_softmax_backward_data",
-            "silu_backward", "tanh_backward", "embedding_backward", "embedding_dense_backward")
+            "silu_backward", "tanh_backward", "embedding_backward", "embedding_dense_backward",
+            "nll_loss2d_backward")
 
 ALLOWANCES = {
     # the statements allow an eigenvalue routine: the exercise is the formula from λ_min, λ_max
