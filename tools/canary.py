@@ -323,7 +323,7 @@ def run_unit(venv, jobs, quick=False):
     failed = [ln for ln in out if ln.startswith(("FAILED", "ERROR"))]
     log(f"{venv.name} unit tests: {summary} ({time.time() - start:.0f} s)")
     for line in failed[:20]:
-        log("  " + line[:200])
+        log("  " + line[:1500])
     if proc.returncode and not failed:
         # a crash or an error before any test: pytest's faulthandler names the test and frames
         for line in proc.stderr.strip().splitlines()[-40:]:
