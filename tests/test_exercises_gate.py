@@ -267,3 +267,52 @@ def test_a_mode_switch_written_as_a_context_manager_is_refused_by_name(capsys):
     with pytest.raises(ExerciseCheckFailed) as failure:
         CHECKS["ch16-adamw"](_answer("ch16-adamw", source))
     assert "your solution ran _disable_current_modes" in failure.value.message
+
+
+def test_a_library_callback_the_collector_runs_during_a_check_is_not_the_answers(capsys):
+    """CI of faf117a: a ThreadPoolExecutor an earlier test had left in a reference cycle was
+    freed by a garbage collection that started during chapter 1's check of a right answer; the
+    pool's weakref callback (standard-library concurrent code) was taken for the answer's and
+    refused. A collection can start anywhere, so a student's pool from an earlier cell would do
+    the same in a notebook."""
+    import concurrent.futures
+    import gc
+    import weakref
+    reference = _answer("ch01-central-difference", None)
+    gc.disable()                 # (so that the pool is freed during the check, not before)
+    try:
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        pool.submit(int).result()    # its worker waits, holding the weakref whose callback ends it
+        freed = weakref.ref(pool)
+        cycle = [pool]
+        cycle.append(cycle)          # freed by the collector only
+        del pool, cycle
+
+        def central_difference(f, x, h):
+            gc.collect()
+            return reference(f, x, h)
+        assert freed() is not None
+        CHECKS["ch01-central-difference"](central_difference)
+        assert freed() is None
+    finally:
+        gc.enable()
+    assert "✅ ch01-central-difference: passed" in capsys.readouterr().out
+
+
+def test_a_library_function_handed_to_a_finalizer_is_still_refused(capsys):
+    """What such a callback calls is judged: an answer that hands a refused function to
+    weakref.finalize and collects gains nothing."""
+    source = ("import concurrent.futures, gc, weakref\n\n"
+              "class _Box:\n"
+              "    pass\n\n"
+              "def central_difference(f, x, h):\n"
+              "    box = _Box()\n"
+              "    box.cycle = box\n"
+              "    weakref.finalize(box, concurrent.futures.ThreadPoolExecutor, 1)\n"
+              "    del box\n"
+              "    gc.collect()\n"
+              "    return (f(x + h) - f(x - h)) / (2 * h)\n")
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch01-central-difference"](_answer("ch01-central-difference", source))
+    assert "concurrent" in failure.value.message
+    assert "✅" not in capsys.readouterr().out

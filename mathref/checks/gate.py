@@ -34,6 +34,7 @@ trusted-side check.
 """
 import contextlib
 import functools
+import gc
 import os
 import re
 import sys
@@ -399,6 +400,34 @@ def _through(frame, name):
     return f"{entry.f_globals.get('__name__', '?')}.{entry.f_code.co_qualname}, which ran {name}"
 
 
+# the frame each running garbage collection interrupted, by thread (a collection can start
+# anywhere, in the checker's frames or the answer's)
+_COLLECTING = {}
+
+
+def _on_collection(phase, info):
+    if phase == "start":
+        _COLLECTING[threading.get_ident()] = sys._getframe().f_back
+    else:
+        _COLLECTING.pop(threading.get_ident(), None)
+
+
+gc.callbacks.append(_on_collection)
+
+
+def _collected(frame):
+    """Whether ``frame`` is a standard-library function that the garbage collector called itself
+    (a weakref callback, such as the one a ThreadPoolExecutor made elsewhere leaves behind): it
+    runs when a collection happens to start, not for the answer. Only that frame: what it calls
+    is judged as usual, so a callback the answer hands to weakref.finalize gains nothing, and
+    the start of a thread never counts as collected."""
+    interrupted = _COLLECTING.get(threading.get_ident())
+    code = frame.f_code
+    return (interrupted is not None and frame.f_back is interrupted and code is not _THREAD_START
+            and os.path.abspath(code.co_filename).startswith(_STDLIB)
+            and _SITE not in code.co_filename)
+
+
 def _importing(frame):
     """Whether ``frame`` runs inside an import (a module imported lazily during the call):
     its code is the imported library's own setup, not the answer's."""
@@ -576,7 +605,7 @@ class Gate:
             if code is _IS_EXPORTING and _scripted(frame.f_back):
                 self._profile_refuse("compiled TorchScript", "torch.jit: this check sees its "
                                      "operations only as the elementary ones they run")
-            if verdict is not None and not _importing(frame):
+            if verdict is not None and not _importing(frame) and not _collected(frame):
                 self._profile_refuse(_through(frame, code.co_name), verdict)
         elif event == "c_call":
             if not _from_answer(frame):
