@@ -138,3 +138,11 @@ def test_a_softmax_with_one_maximum_over_all_rows_is_told_so():
     # the fourth red team's form: each row's maximum taken before the future is masked
     message = _message(checks.check_ch16_attention, answers.attention_row_max_before_the_mask)
     assert "before any maximum" in message, message
+
+
+def test_off_by_one_mistakes_in_rope_and_adamw_are_named():
+    # ninth read, L-D: both were refused with only the size of the difference
+    message = _message(checks.check_ch16_rope, answers.rope_theta_without_the_two)
+    assert "with the 2" in message
+    message = _message(checks.check_ch16_adamw, answers.adamw_bias_correction_one_step_behind)
+    assert "one step behind" in message

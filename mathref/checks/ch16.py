@@ -290,11 +290,17 @@ def check_ch16_rope(apply_rope, *, generator=None):
         x1a, x2a = x[..., 0::2], x[..., 1::2]
         adjacent = torch.stack([x1a * angle.cos() - x2a * angle.sin(),
                                 x1a * angle.sin() + x2a * angle.cos()], -1).flatten(-2)
+        # θ_i = b^(−i/d), the 2 dropped (chapter 16's ninth read, L-D), in the course's layout
+        half = positions.double()[:, None] * base ** (-torch.arange(d // 2, dtype=torch.float64) / d)
+        x1, x2 = x[..., : d // 2], x[..., d // 2:]
+        no_two = torch.cat([x1 * half.cos() - x2 * half.sin(), x1 * half.sin() + x2 * half.cos()], -1)
         mistakes = ((ref_rope(x, positions=-positions, base=base),
                      "you rotate by −m·θ_i: position m rotates by +m·θ_i, "
                      "R = [[cos, −sin], [sin, cos]]"),
                     (adjacent, "you paired adjacent entries (x_0, x_1), …: the course's layout "
                                "pairs x_i with x_(i + d/2)"),
+                    (no_two, "θ_i = b^(−2i/d), with the 2 (i counts the pairs, 0 … d/2 − 1): "
+                             "b^(−i/d) turns the slowest pair only half as far down"),
                     (ref_rope(x, base=base), "rotate position m = positions[t], not t"),
                     (ref_rope(x, positions=positions[0] + torch.arange(T), base=base),
                      "row t rotates by m = positions[t]: the positions need not be consecutive, "
@@ -780,13 +786,15 @@ def check_ch16_adamw(adamw_update, *, generator=None):
 
 
 def _adamw_variant(p, m, v, g, t, lr, betas, eps, wd, l2=False, correct=True, decay_lr=True,
-                   eps_inside=False, decay_after=False, eps_uncorrected=False):
+                   eps_inside=False, decay_after=False, eps_uncorrected=False, t_late=False):
     if l2:
         g = g + wd * p
     elif not decay_after:
         p = p * (1 - (lr if decay_lr else 1.0) * wd)
     m = betas[0] * m + (1 - betas[0]) * g
     v = betas[1] * v + (1 - betas[1]) * g * g
+    if t_late:          # the correction one step behind (t − 1, and 1 at the first step)
+        t = max(t - 1, 1)
     m_hat, v_hat = (m / (1 - betas[0] ** t), v / (1 - betas[1] ** t)) if correct else (m, v)
     denominator = (v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps
     if eps_uncorrected:
@@ -804,6 +812,9 @@ def _adamw_mistakes(p, m, v, g, t, lr, betas, eps, wd):
              "Adam with L2; AdamW subtracts ηλθ from θ directly, outside m and v"),
             (_adamw_variant(*args, correct=False), "the bias correction is missing: divide m by "
              "1 − β₁ᵗ and v by 1 − β₂ᵗ"),
+            (_adamw_variant(*args, t_late=True), "the bias correction is one step behind: "
+             "at step t (the t passed in, counted from 1) divide by 1 − β₁ᵗ and 1 − β₂ᵗ, "
+             "not by 1 − β^(t−1)"),
             (_adamw_variant(*args, decay_lr=False), "the decay is θ ← (1 − ηλ)θ: it is "
              "multiplied by the learning rate"),
             (_adamw_variant(*args, eps_inside=True), "ε is added after the square root: "

@@ -1396,3 +1396,26 @@ def gpt_leaks_the_next_logits(idx, params, n_head, n_layer, parts, caches=None):
 
 WRONG_ANSWERS["ch16-block"] += [block_leaks_the_next_position]
 WRONG_ANSWERS["ch16-gpt-forward"] += [gpt_leaks_the_next_logits]
+
+
+# chapter 16's ninth read, L-D: two off-by-one mistakes the checks now name
+def rope_theta_without_the_two(x, positions, base=10000.0):
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(d // 2, dtype=torch.float64) / d)      # b^(−i/d)
+    angle = positions.to(torch.float64)[:, None] * theta
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+
+
+def adamw_bias_correction_one_step_behind(p, g, m, v, t, lr, betas, eps, weight_decay):
+    p = p * (1 - lr * weight_decay)
+    m = betas[0] * m + (1 - betas[0]) * g
+    v = betas[1] * v + (1 - betas[1]) * g * g
+    s = max(t - 1, 1)
+    m_hat, v_hat = m / (1 - betas[0] ** s), v / (1 - betas[1] ** s)
+    return p - lr * m_hat / (v_hat.sqrt() + eps), m, v
+
+
+WRONG_ANSWERS["ch16-rope"].append(rope_theta_without_the_two)
+WRONG_ANSWERS["ch16-adamw"].append(adamw_bias_correction_one_step_behind)
