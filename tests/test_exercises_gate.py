@@ -316,3 +316,18 @@ def test_a_library_function_handed_to_a_finalizer_is_still_refused(capsys):
         CHECKS["ch01-central-difference"](_answer("ch01-central-difference", source))
     assert "concurrent" in failure.value.message
     assert "✅" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("call", ["gc.get_objects()", "gc.get_referrers(f)", "gc.get_referents(f)"])
+def test_the_collectors_view_of_the_checkers_objects_is_refused(call, capsys):
+    """Chapter 16's ninth read, L-A: gc.get_objects() reaches every live object, the checker's
+    expected values and mathref's optimizer state among them (an AdamW answer returned
+    mathref's own moment tensors, which mathref's step then brought to the compared values)."""
+    source = ("import gc\n\n"
+              "def central_difference(f, x, h):\n"
+              f"    {call}\n"
+              "    return (f(x + h) - f(x - h)) / (2 * h)\n")
+    with pytest.raises(ExerciseCheckFailed) as failure:
+        CHECKS["ch01-central-difference"](_answer("ch01-central-difference", source))
+    assert "gc: the checker's objects" in failure.value.message
+    assert "✅" not in capsys.readouterr().out

@@ -238,6 +238,10 @@ _TENSOR_PY = os.path.abspath(torch._tensor.__file__)
 # the frames of the checker that calls the answer (where an expected value may sit): sys's
 # C functions, inspect's Python ones
 _FRAMES = frozenset(("_getframe", "_current_frames"))
+# and every live object, the checker's expected values and mathref's optimizer state among them
+# (chapter 16's ninth read, L-A: an AdamW answer returned mathref's own moment tensors, found
+# this way, which mathref's step then brought to the values compared)
+_GC_OBJECTS = frozenset(("get_objects", "get_referrers", "get_referents"))
 _INSPECT_FRAMES = frozenset(("currentframe", "stack", "getouterframes"))
 _INSPECT = os.path.join(os.path.dirname(os.path.abspath(os.__file__)), "inspect.py")
 # C functions that run code elsewhere: a new thread or process
@@ -627,6 +631,8 @@ class Gate:
                 verdict = "torch._C: it switches off the checks"
             elif verdict is None and name in _FRAMES and getattr(arg, "__module__", "") == "sys":
                 verdict = "sys: the checker's frames"
+            elif verdict is None and name in _GC_OBJECTS and getattr(arg, "__module__", "") == "gc":
+                verdict = "gc: the checker's objects"
             elif verdict is None and name == "numpy" and isinstance(owner, torch.Tensor) \
                     and "numpy" not in self.modules:
                 verdict = "NumPy: the tensor became an array"
