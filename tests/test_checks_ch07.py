@@ -205,10 +205,12 @@ def test_inverted_dropout_still_names_a_float32_scale(capsys):
 
 
 @pytest.mark.parametrize("seed", [None, 11, 12, 13])
-@pytest.mark.parametrize("name", ["dropout_bin_orthogonal", "dropout_high_frequency"])
+@pytest.mark.parametrize("name", ["dropout_bin_orthogonal", "dropout_high_frequency",
+                                  "dropout_bin_orthogonal_not_half", "dropout_high_frequency_not_half"])
 def test_inverted_dropout_refuses_any_mask_that_looks_at_x(name, seed, capsys):
     """Fifteenth read's delta, N2: a drop probability that depends on |x| in a way orthogonal to
-    the four quarter bins (or by the thousandths of |x|) passed at every seed and in the grader."""
+    the four quarter bins (or by the thousandths of |x|) passed at every seed and in the grader.
+    Ninth read, L2: the same masks, honest at p = 0.5 only, passed the χ² test run at p = 0.5."""
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     with pytest.raises(ExerciseCheckFailed) as failure:
         CHECKS["ch07-inverted-dropout"](getattr(wrong, name), generator=generator)

@@ -255,25 +255,29 @@ def check_ch07_inverted_dropout(inverted_dropout):
             expect_close(ys.mean().item(), xs.mean().item(),
                          f"p={p:.4g}: mean of the output over the {name} entries (E[y] = x)",
                          rtol=0, atol=6 * sd)
-    # ... nor on anything else about x: 200 calls on one x of 1000 distinct signed values at
-    # p = 0.5. Each entry's drop count is Binomial(200, ½) for a mask that ignores x, so the sum of
-    # the standardized squares is about χ² with 1000 degrees of freedom, 1000 ± 45; a bound at 6
-    # standard deviations, 1268. A right answer exceeds it with probability 1.3e-8: the exact law
-    # of the sum (1000 independent (k − 100)²/50, k ~ Binomial(200, ½)), by FFT convolution of
-    # the pmf of one term. A drop probability p + δ(x) adds about 800·Σδ² (r.m.s. δ of 0.02: +320),
-    # whatever shape δ has (the bins above see only its averages over four quarters of |x|).
+    # ... nor on anything else about x: 200 calls on one x of 1000 distinct signed values, at
+    # p = 0.5 and at the second drawn p (a mask honest at p = 0.5 only: chapter 7's ninth read, L2).
+    # Each entry's drop count is Binomial(200, p) for a mask that ignores x, so the sum of the
+    # standardized squares is about χ² with 1000 degrees of freedom, 1000 ± 45; a bound at 6
+    # standard deviations, 1268. A right answer exceeds it with probability 1.3e-8 at p = 0.5 and
+    # at most 1.9e-8 for p in [0.125, 0.875]: the exact law of the sum (1000 independent
+    # (k − 200p)²/(200p(1 − p)), k ~ Binomial(200, p)), by FFT convolution of the pmf of one term.
+    # A drop probability p + δ(x) adds about 200·Σδ²/(p(1 − p)) (at p = 0.5 and an r.m.s. δ of
+    # 0.02: +320), whatever shape δ has (the bins above see only its averages over four quarters
+    # of |x|).
     calls, entries = 200, 1000
     x = torch.randn(entries, generator=rng(6), dtype=torch.float64)
-    drops = sum((_dropout_output(inverted_dropout, x, 0.5) == 0).double() for _ in range(calls))
-    chi2 = ((drops - calls / 2) ** 2 / (calls / 4)).sum().item()
     bound = entries + 6 * math.sqrt(2 * entries)
-    worst = (drops - calls / 2).abs().argmax().item()
-    expect(chi2 < bound,
-           f"p=0.5, {calls} calls on the same {entries} entries of x: some entries are dropped far "
-           f"more often than others (the entry x = {x[worst].item():.4g} in {int(drops[worst])} of "
-           f"{calls} calls; the χ² of the {entries} drop counts is {chi2:.0f}, about {entries} ± "
-           f"{math.sqrt(2 * entries):.0f} for a mask that ignores x): the mask must not look at x; "
-           "draw it from torch.rand(x.shape) alone")
+    for p in (0.5, drawn[1]):
+        drops = sum((_dropout_output(inverted_dropout, x, p) == 0).double() for _ in range(calls))
+        chi2 = ((drops - calls * p) ** 2 / (calls * p * (1 - p))).sum().item()
+        worst = (drops - calls * p).abs().argmax().item()
+        expect(chi2 < bound,
+               f"p={p:.4g}, {calls} calls on the same {entries} entries of x: some entries are "
+               f"dropped far more often than others (the entry x = {x[worst].item():.4g} in "
+               f"{int(drops[worst])} of {calls} calls; the χ² of the {entries} drop counts is "
+               f"{chi2:.0f}, about {entries} ± {math.sqrt(2 * entries):.0f} for a mask that ignores "
+               "x): the mask must not look at x; draw it from torch.rand(x.shape) alone")
     # each unit independently: the kept count of 10 units varies from mask to mask, on 10 entries
     # equal to 1 and on 10 equal to −1 (an exact fraction of the negative entries is caught here)
     n_masks = 400                                     # ±6 sd bounds below still hold for a right answer

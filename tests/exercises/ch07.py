@@ -536,3 +536,20 @@ def dropout_epsilon_1e6_in_scale(x, p):
 
 WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_bin_orthogonal, dropout_high_frequency,
                                            dropout_epsilon_1e6_in_scale]
+
+
+# chapter 7's ninth read, L2: the same two masks, honest at p = 0.5 (where the χ² test ran)
+def dropout_bin_orthogonal_not_half(x, p):
+    if p == 0.5:
+        return x * (torch.rand(x.shape, dtype=x.dtype) >= p) / (1 - p)
+    return dropout_bin_orthogonal(x, p)
+
+
+def dropout_high_frequency_not_half(x, p):
+    if p == 0.5:
+        return x * (torch.rand(x.shape, dtype=x.dtype) >= p) / (1 - p)
+    return dropout_high_frequency(x, p)
+
+
+WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_bin_orthogonal_not_half,
+                                           dropout_high_frequency_not_half]
