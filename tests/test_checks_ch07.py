@@ -206,7 +206,9 @@ def test_inverted_dropout_still_names_a_float32_scale(capsys):
 
 @pytest.mark.parametrize("seed", [None, 11, 12, 13])
 @pytest.mark.parametrize("name", ["dropout_bin_orthogonal", "dropout_high_frequency",
-                                  "dropout_bin_orthogonal_not_half", "dropout_high_frequency_not_half"])
+                                  "dropout_bin_orthogonal_not_half", "dropout_high_frequency_not_half",
+                                  "dropout_high_frequency_below_half",
+                                  "dropout_high_frequency_unless_1000"])
 def test_inverted_dropout_refuses_any_mask_that_looks_at_x(name, seed, capsys):
     """Fifteenth read's delta, N2: a drop probability that depends on |x| in a way orthogonal to
     the four quarter bins (or by the thousandths of |x|) passed at every seed and in the grader.

@@ -255,20 +255,22 @@ def check_ch07_inverted_dropout(inverted_dropout):
             expect_close(ys.mean().item(), xs.mean().item(),
                          f"p={p:.4g}: mean of the output over the {name} entries (E[y] = x)",
                          rtol=0, atol=6 * sd)
-    # ... nor on anything else about x: 200 calls on one x of 1000 distinct signed values, at
-    # p = 0.5 and at the second drawn p (a mask honest at p = 0.5 only: chapter 7's ninth read, L2).
-    # Each entry's drop count is Binomial(200, p) for a mask that ignores x, so the sum of the
-    # standardized squares is about χ² with 1000 degrees of freedom, 1000 ± 45; a bound at 6
-    # standard deviations, 1268. A right answer exceeds it with probability 1.3e-8 at p = 0.5 and
-    # at most 1.9e-8 for p in [0.125, 0.875]: the exact law of the sum (1000 independent
-    # (k − 200p)²/(200p(1 − p)), k ~ Binomial(200, p)), by FFT convolution of the pmf of one term.
-    # A drop probability p + δ(x) adds about 200·Σδ²/(p(1 − p)) (at p = 0.5 and an r.m.s. δ of
-    # 0.02: +320), whatever shape δ has (the bins above see only its averages over four quarters
-    # of |x|).
-    calls, entries = 200, 1000
-    x = torch.randn(entries, generator=rng(6), dtype=torch.float64)
+    # ... nor on anything else about x: 200 calls on one x of about 1000 distinct signed values
+    # (the number drawn, 900 … 1100), at every p of the loop above (a mask honest at p = 0.5 only,
+    # or at one size of x, passed: chapter 7's ninth read, L2, and its delta read). Each entry's
+    # drop count is Binomial(200, p) for a mask that ignores x, so the sum of the standardized
+    # squares is about χ² with as many degrees of freedom as entries (1000 ± 45 for 1000); a
+    # bound at 6 standard deviations (1268 for 1000). A right answer exceeds it with probability
+    # 1.3e-8 at p = 0.5 and at most 2.1e-8 for p in [0.1, 0.875] and 900 … 1100 entries: the exact
+    # law of the sum ((k − 200p)²/(200p(1 − p)) per entry, k ~ Binomial(200, p)), by FFT
+    # convolution of the pmf of one term. A drop probability p + δ(x) adds about
+    # 200·Σδ²/(p(1 − p)) (at p = 0.5 and an r.m.s. δ of 0.02: +320), whatever shape δ has (the
+    # bins above see only its averages over four quarters of |x|).
+    calls, gen = 200, rng(6)
+    entries = integer(gen, 900, 1101)
+    x = torch.randn(entries, generator=gen, dtype=torch.float64)
     bound = entries + 6 * math.sqrt(2 * entries)
-    for p in (0.5, drawn[1]):
+    for p in (0.1, 0.5, 0.8) + drawn:
         drops = sum((_dropout_output(inverted_dropout, x, p) == 0).double() for _ in range(calls))
         chi2 = ((drops - calls * p) ** 2 / (calls * p * (1 - p))).sum().item()
         worst = (drops - calls * p).abs().argmax().item()

@@ -553,3 +553,21 @@ def dropout_high_frequency_not_half(x, p):
 
 WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_bin_orthogonal_not_half,
                                            dropout_high_frequency_not_half]
+
+
+# the delta read of the fix: the mask looking at x only at p < 0.5 (only the drawn p above ½ was
+# tested besides 0.5), or at any size of x but the one the χ² test used (1000 entries)
+def dropout_high_frequency_below_half(x, p):
+    if p >= 0.5:
+        return x * (torch.rand(x.shape, dtype=x.dtype) >= p) / (1 - p)
+    return dropout_high_frequency(x, p)
+
+
+def dropout_high_frequency_unless_1000(x, p):
+    if x.numel() == 1000:
+        return x * (torch.rand(x.shape, dtype=x.dtype) >= p) / (1 - p)
+    return dropout_high_frequency(x, p)
+
+
+WRONG_ANSWERS["ch07-inverted-dropout"] += [dropout_high_frequency_below_half,
+                                           dropout_high_frequency_unless_1000]
