@@ -362,6 +362,57 @@ def test_sandboxed_code_never_runs_as_root_and_sees_only_what_it_needs(tmp_path)
     assert seen["cwd"] == sandbox.WORK, seen
 
 
+def test_a_sandbox_that_takes_every_process_slot_leaves_another_sandbox_its_own(tmp_path):
+    """Issue 33's red team, H5 (and F1): every sandbox ran as the one uid nobody, whose process
+    count RLIMIT_NPROC limits machine-wide, so with --jobs 2 a submission that kept forking
+    starved a classmate's sandbox and its right answer scored 0. As root each sandbox now has a
+    uid of its own (its keyring too). A grader that is not root runs every sandbox as its own user
+    in a user namespace, where the kernel counts that one user: the limitation is stated here."""
+    from mathref.grade import sandbox
+    hog = ("import os, sys, time\n"
+           "n = 0\n"
+           "try:\n"
+           "    while True:\n"
+           "        if os.fork() == 0:\n"
+           "            time.sleep(60)\n"
+           "            os._exit(0)\n"
+           "        n += 1\n"
+           "except OSError:\n"
+           "    pass\n"
+           "print(os.getuid(), n, flush=True)\n"
+           "sys.stdin.readline()\n")
+    other = ("import os, time\n"
+             "pids = []\n"
+             "for _ in range(10):\n"
+             "    pid = os.fork()\n"
+             "    if pid == 0:\n"
+             "        time.sleep(1)\n"
+             "        os._exit(0)\n"
+             "    pids.append(pid)\n"
+             "for pid in pids:\n"
+             "    os.waitpid(pid, 0)\n"
+             "print(os.getuid(), 'forked 10', flush=True)\n")
+    limits = {"nproc": 30}
+    argv, options = sandbox.command([sandbox.python(), "-c", hog], ROOT, tmp_path, limits=limits)
+    first = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             **options)
+    try:
+        uid_first, taken = map(int, first.stdout.readline().split())
+        argv, options = sandbox.command([sandbox.python(), "-c", other], ROOT, tmp_path,
+                                        limits=limits)
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=60, **options)
+    finally:
+        sandbox.kill_group(first)
+    if os.geteuid() == 0:
+        assert 20 <= taken < 30, taken                   # the first sandbox took its slots ...
+        assert run.returncode == 0 and "forked 10" in run.stdout, run.stderr   # ... not the other's
+        uid_second = int(run.stdout.split()[0])
+        assert uid_first != uid_second, (uid_first, uid_second)
+        assert {uid_first, uid_second} <= set(sandbox.SANDBOX_UIDS)
+    else:
+        assert uid_first == os.getuid()
+
+
 def test_the_trusted_verifier_runs_under_its_own_memory_limit(tmp_path):
     from mathref.grade import sandbox
     probe = "import os, resource; print(resource.getrlimit(resource.RLIMIT_AS)[0], os.geteuid())"

@@ -13,8 +13,11 @@ worker's replies) is started through :func:`command`:
   ``limits["disk"]`` bytes. Not ``/``, not the course's notebooks, not the submissions, not
   the grader's outputs or the other submissions' work: none of it is there;
 - never as root: a grader running as root starts bubblewrap as root (no user namespace) and the
-  launcher drops to the user ``nobody`` (no capabilities, no supplementary groups) before the
-  command starts. Without root, the code runs as the grader's own user in a user namespace;
+  launcher drops to a uid of the sandbox's own, drawn from a range no account uses, with
+  ``nobody``'s group (no capabilities, no supplementary groups) before the command starts, so
+  that what the kernel counts per uid (the processes RLIMIT_NPROC limits, the user keyring) is
+  not shared with any other sandbox (see :func:`sandbox_user`). Without root, the code runs as
+  the grader's own user in a user namespace;
 - in its own session and process group, killed as a whole when its time is up;
 - with a scrubbed environment (no proxies, tokens or the grader's variables: see ``environment``);
 - under rlimits (``python -m mathref.grade.sandbox`` sets them, drops the user, then runs the
@@ -31,6 +34,7 @@ import functools
 import os
 import pwd
 import resource
+import secrets
 import shutil
 import signal
 import subprocess
@@ -88,6 +92,22 @@ def _nobody():
     except KeyError:
         return None
     return entry.pw_uid, entry.pw_gid
+
+
+# uids for sandboxes (as root): above the ranges that accounts use, directory services included
+# (sssd maps domain users to 200,000 … 2,000,200,000), below (uid_t) −1
+SANDBOX_UIDS = range(3_000_000_000, 3_000_000_000 + 2 ** 24)
+
+
+def sandbox_user():
+    """(uid, gid) for one sandbox started as root: a uid drawn from :data:`SANDBOX_UIDS` (two
+    sandboxes running at once share it with probability 2⁻²⁴) and ``nobody``'s group. Under
+    the one uid ``nobody`` for every sandbox, the kernel's per-uid counts were shared: with
+    ``--jobs 2`` a submission that kept forking took every process slot RLIMIT_NPROC allows that
+    uid, and a classmate's right answer, graded beside it, scored 0 (issue 33's red team, H5); a
+    key one submission stored in the uid's keyring was read by a later run (F1)."""
+    nobody = _nobody()
+    return SANDBOX_UIDS[secrets.randbelow(len(SANDBOX_UIDS))], nobody[1]
 
 
 @functools.lru_cache(maxsize=None)
@@ -174,7 +194,7 @@ def bwrap_works():
     thing (the launcher, the dropped user, this Python importing mathref from the course)."""
     if not shutil.which("bwrap") or (os.geteuid() == 0 and _nobody() is None):
         return False
-    user = _nobody() if os.geteuid() == 0 else None
+    user = sandbox_user() if os.geteuid() == 0 else None
     argv = _bwrap_argv([_PACKAGE_ROOT], DEFAULT_LIMITS["disk"]) + \
         _launcher(_PACKAGE_ROOT, DEFAULT_LIMITS, user) + [
             python(), "-c", "import os, sys, mathref; sys.exit(os.geteuid() == 0)"]
@@ -193,7 +213,7 @@ def require(unsafe=False):
     memory = "a memory cgroup per submission" if memory_group_root() else \
         "no memory cgroup (per-process limits only)"
     if bwrap_works():
-        who = "as user nobody (dropped from root)" if os.geteuid() == 0 \
+        who = "as a uid of its own per sandbox (dropped from root)" if os.geteuid() == 0 \
             else f"as uid {os.geteuid()} in a user namespace"
         return (f"bubblewrap sandbox (no network, private PID namespace, only the interpreter, "
                 f"the data and mathref without its checkers, read-only), {who}, rlimits, {memory}")
@@ -297,7 +317,7 @@ def command(argv, lib, workdir, readable=(), limits=None, unsafe=False, group=No
     if group and (bwrap_works() or not unprivileged_user()):  # joined before the user changes
         options["preexec_fn"] = _join_group(group)
     if bwrap_works():
-        user = _nobody() if os.geteuid() == 0 else None
+        user = sandbox_user() if os.geteuid() == 0 else None
         full = _bwrap_argv([lib, *readable], limits["disk"]) + _launcher(lib, limits, user) \
             + list(argv)
         return full, dict(options, cwd="/", env=environment(WORK, lib))
@@ -338,7 +358,7 @@ def _launch(argv):
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
         resource.setrlimit(LIMITS[name], (value, value))
-    if user:   # inside the sandbox, as root: become nobody for good before anything else runs
+    if user:   # inside the sandbox, as root: become the sandbox's user for good before anything runs
         os.setgroups([])
         os.setgid(user[1])
         os.setuid(user[0])
