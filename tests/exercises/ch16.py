@@ -838,20 +838,12 @@ RIGHT_ANSWERS["ch16-train-step"] = [
     "            new_m.append(a)\n"
     "            new_v.append(b)\n"
     "    return new_p, new_m, new_v, loss.detach()\n",
-    # chapter 16's ninth read, M1: PyTorch's documented form for [B, V, T] logits, whose backward
-    # is nll_loss2d_backward
-    "def train_step(logits_fn, params, x, y, m, v, step, cfg, parts):\n"
-    "    for p in params:\n"
-    "        p.grad = None\n"
-    "    lr = parts['schedule'](step, cfg.warmup_steps, cfg.max_steps, cfg.lr, cfg.min_lr)\n"
-    "    loss = F.cross_entropy(logits_fn(params, x).transpose(1, 2), y)\n"
-    "    loss.backward()\n"
-    "    grads, _ = parts['clip']([p.grad for p in params], cfg.grad_clip)\n"
-    "    out = [parts['adamw'](p.detach(), g, a, b, step + 1, lr, cfg.betas, 1e-8,\n"
-    "                          cfg.weight_decay if p.dim() >= 2 else 0.0)\n"
-    "           for p, g, a, b in zip(params, grads, m, v)]\n"
-    "    return [o[0] for o in out], [o[1] for o in out], [o[2] for o in out], loss.detach()\n",
 ]
+# chapter 16's ninth read, M1: the loss in PyTorch's documented form for [B, V, T] logits, whose
+# backward is nll_loss2d_backward
+RIGHT_ANSWERS["ch16-train-step"].append(RIGHT_ANSWERS["ch16-train-step"][0].replace(
+    "F.cross_entropy(logits_fn(params, x).flatten(0, 1), y.flatten())",
+    "F.cross_entropy(logits_fn(params, x).transpose(1, 2), y)"))
 RIGHT_ANSWERS["ch16-rope"] = [
     # rotations as complex multiplication, the half layout as (x_i + i·x_(i+d/2))
     "def apply_rope(x, positions, base=10000.0):\n"
