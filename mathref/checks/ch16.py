@@ -770,6 +770,10 @@ def check_ch16_adamw(adamw_update, *, generator=None):
             before = (p, m, v)
             p, m, v = _triple(adamw_update(p.clone(), grad.clone(), m.clone(), v.clone(), t,
                                            step_lr, betas, eps, wd), "adamw_update")
+            # copies, made before mathref's step: an answer that returns mathref's own
+            # parameter, found by a route the gate does not see, is not updated by that step
+            # (chapter 16's delta read, L-A: gc.get_objects through map)
+            p, m, v = (x.detach().clone() for x in (p, m, v))
             # mathref's step after the answer's: while the answer runs, no frame holds the
             # result it should return (the attack read: a traceback's frames reached it)
             opt.step()

@@ -1411,3 +1411,17 @@ def adamw_bias_correction_one_step_behind(p, g, m, v, t, lr, betas, eps, weight_
 
 WRONG_ANSWERS["ch16-rope"].append(rope_theta_without_the_two)
 WRONG_ANSWERS["ch16-adamw"].append(adamw_bias_correction_one_step_behind)
+
+
+# the delta read of 8c157c5, L-A: mathref's own tensors reached through gc.get_objects called from
+# C (map), which the gate does not see; mathref's step then updated them to the compared values
+def adamw_returns_mathrefs_parameter(p, g, m, v, t, lr, betas, eps, weight_decay):
+    import gc
+    from mathref.optim import AdamW
+    m = betas[0] * m + (1 - betas[0]) * g
+    v = betas[1] * v + (1 - betas[1]) * g * g
+    opt = next(o for o in next(map(gc.get_objects, [None])) if isinstance(o, AdamW))
+    return opt.param_groups[0]["params"][0], m, v
+
+
+WRONG_ANSWERS["ch16-adamw"].append(adamw_returns_mathrefs_parameter)
