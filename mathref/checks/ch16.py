@@ -300,7 +300,8 @@ def check_ch16_rope(apply_rope, *, generator=None):
                     (adjacent, "you paired adjacent entries (x_0, x_1), …: the course's layout "
                                "pairs x_i with x_(i + d/2)"),
                     (no_two, "θ_i = b^(−2i/d), with the 2 (i counts the pairs, 0 … d/2 − 1): "
-                             "b^(−i/d) turns the slowest pair only half as far down"),
+                             "with b^(−i/d) the last pair's frequency is about b^(−1/2), not "
+                             "about b^(−1)"),
                     (ref_rope(x, base=base), "rotate position m = positions[t], not t"),
                     (ref_rope(x, positions=positions[0] + torch.arange(T), base=base),
                      "row t rotates by m = positions[t]: the positions need not be consecutive, "
